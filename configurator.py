@@ -1,0 +1,108 @@
+"""
+Config files plus --key=value overrides, as nanoGPT, but checked:
+
+    python train.py config/tiny.py --batch_size=32 --compile=false --top_k=None
+
+A config file is plain Python whose top-level names override the defaults. Every key must be one
+the script defines and every value must fit the default's type; otherwise a one-line error names it.
+"""
+
+import ast
+import difflib
+import sys
+
+TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _unknown(key, defaults, where):
+    close = difflib.get_close_matches(key, defaults, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(f"unknown config key '{key}' {where}{hint}")
+
+
+def _coerce(key, value, default, where):
+    """value (parsed Python, or a str from the command line) as the type of default."""
+    if default is None or value is None:  # None-valued keys (top_k) take any value, and None turns any off
+        return value
+    kind = type(default)
+    if kind is bool:
+        if isinstance(value, str) and value.lower() in TRUE + FALSE:
+            return value.lower() in TRUE
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        return value if isinstance(value, str) else str(value)
+    else:
+        return value
+    raise ConfigError(f"config key '{key}' {where} expects {kind.__name__}, got {value!r}")
+
+
+def _parse(text):
+    """A command-line value: a Python literal if it is one (3, 1e-3, None, 'x'), else the raw string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def configure(defaults, argv=None, strict_files=True):
+    """
+    Return defaults updated by argv: config file paths and --key=value, applied left to right.
+    strict_files=False lets a file set keys this script does not use (sizing.py reading a train config).
+    """
+    config = dict(defaults)
+    for arg in sys.argv[1:] if argv is None else argv:
+        if not arg.startswith("--"):
+            try:
+                with open(arg) as f:
+                    source = f.read()
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {arg}: {e.strerror}") from None
+            scope = {}
+            try:
+                exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python
+            except Exception as e:
+                raise ConfigError(f"config file {arg} failed: {type(e).__name__}: {e}") from None
+            for key, value in scope.items():
+                if key.startswith("_") or type(value).__name__ in ("module", "function", "type"):
+                    continue
+                if key not in defaults:
+                    if not strict_files:
+                        continue
+                    raise _unknown(key, defaults, f"in {arg}")
+                config[key] = _coerce(key, value, defaults[key], f"in {arg}")
+        else:
+            key, eq, text = arg[2:].partition("=")
+            if not eq:
+                raise ConfigError(f"expected --key=value, got '{arg}'")
+            if key not in defaults:
+                raise _unknown(key, defaults, "on the command line")
+            # a str default keeps the text as typed: --out_dir=123 is the folder "123"
+            value = text if isinstance(defaults[key], str) else _parse(text)
+            config[key] = _coerce(key, value, defaults[key], "on the command line")
+    return config
+
+
+def config_keys(namespace):
+    """The configurable names of a script's globals: public ints, floats, bools, strs and Nones."""
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
+
+
+def run(main):
+    """Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2."""
+    try:
+        main()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

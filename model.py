@@ -1,0 +1,392 @@
+"""
+The glassgpt model: a GPT-2 style decoder-only transformer in one file.
+
+References:
+1) OpenAI's GPT-2 release (TensorFlow): https://github.com/openai/gpt-2/blob/master/src/model.py
+2) Hugging Face's GPT-2 (PyTorch), whose weights from_pretrained() imports.
+3) "Attention is all you need" (sinusoidal positions), RoFormer (rotary positions), Zhang & Sennrich 2019 (RMSNorm).
+
+sizing.py says analytically what this model costs; tests/ prove the two agree.
+"""
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "sinusoidal", "rope")
+ATTENTIONS = ("sdpa", "manual")
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50257  # GPT-2's BPE; 50304 (a multiple of 64) is faster on GPUs
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True  # biases in the Linears and LayerNorms, as GPT-2
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+    position: str = "learned"  # "learned" | "sinusoidal" | "rope"
+    attention: str = "sdpa"  # "sdpa" (fused kernel) | "manual" (explicit T x T scores)
+    tie_weights: bool = True  # lm_head shares its weight with wte
+
+    def __post_init__(self):
+        def bad(field, why):
+            raise ValueError(f"GPTConfig.{field}={getattr(self, field)!r}: {why}")
+        for name, choices in (("norm", NORMS), ("position", POSITIONS), ("attention", ATTENTIONS)):
+            if getattr(self, name) not in choices:
+                bad(name, f"must be one of {', '.join(choices)}")
+        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                bad(name, "must be a positive integer")
+        if self.n_embd % self.n_head:
+            bad("n_embd", f"must be divisible by n_head={self.n_head}")
+        if self.position == "rope" and (self.n_embd // self.n_head) % 2:
+            bad("n_head", f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
+        if not 0.0 <= self.dropout < 1.0:
+            bad("dropout", "must be in [0, 1)")
+
+    @classmethod
+    def from_dict(cls, d):
+        """Build from a dict that may hold other keys too (a train.py config, a checkpoint)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's nn.LayerNorm had no bias=False before 2.1)."""
+
+    def __init__(self, ndim, bias, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight: LayerNorm without centring and without a bias."""
+
+    def __init__(self, ndim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ndim))
+
+    def forward(self, x):
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+
+
+def make_norm(config):
+    return LayerNorm(config.n_embd, config.bias) if config.norm == "layernorm" else RMSNorm(config.n_embd)
+
+
+def sinusoidal_table(n_pos, dim):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...), as in "Attention is all you need"."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    table = torch.zeros(n_pos, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * inv_freq)
+    table[:, 1::2] = torch.cos(pos * inv_freq)[:, : dim // 2]
+    return table.float()
+
+
+def rope_tables(n_pos, head_size, base=10000.0):
+    """cos and sin of pos * theta_i for the rotary embedding, each (n_pos, head_size // 2)."""
+    inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
+    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x, cos, sin):
+    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, per layer, so a new token costs one position."""
+
+    def __init__(self, n_layer, max_len):
+        self.max_len = max_len
+        self.k = [None] * n_layer
+        self.v = [None] * n_layer
+        self.pos = 0  # positions stored; GPT.forward advances it after the last layer
+
+    def update(self, layer, k, v):
+        """Store k, v (B, nh, T, hs) at positions pos..pos+T and return all keys and values so far."""
+        if self.k[layer] is None:  # allocate once, in the dtype the model computes in
+            B, nh, _, hs = k.shape
+            self.k[layer] = k.new_empty(B, nh, self.max_len, hs)
+            self.v[layer] = v.new_empty(B, nh, self.max_len, hs)
+        end = self.pos + k.size(2)
+        self.k[layer][:, :, self.pos:end] = k
+        self.v[layer][:, :, self.pos:end] = v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.dropout = config.dropout
+        self.manual = config.attention == "manual"
+        # one fused projection for query, key and value of all heads
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        if self.manual:  # the T x T lower-triangular mask; row i may look at columns <= i
+            mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
+            self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x, rope=None, kv_cache=None, layer=0):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        # (B, T, C) -> (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if kv_cache is not None:
+            k, v = kv_cache.update(layer, k, v)
+        S = k.size(2)  # keys visible: the cached past plus these T positions
+        dropout_p = self.dropout if self.training else 0.0
+        if self.manual:
+            # explicit scores: O(T^2) memory and FLOPs per head, the quadratic cost made visible
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(~self.mask[S - T:S, :S], float("-inf"))
+            att = self.attn_dropout(F.softmax(att, dim=-1))
+            y = att @ v
+        elif T == S:  # no past: the ordinary causal mask
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        elif T == 1:  # one new token sees every cached position
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        else:  # a chunk after a cached past: causal mask offset by the past
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2 used the tanh approximation
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = make_norm(config)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = make_norm(config)
+        self.mlp = MLP(config)
+
+    def forward(self, x, rope=None, kv_cache=None, layer=0):
+        x = x + self.attn(self.ln_1(x), rope, kv_cache, layer)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
+    """One token per row of logits (B, V): greedy at temperature 0, else top-k and/or nucleus sampling."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        # keep the smallest set of most likely tokens whose probability reaches top_p
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs >= top_p  # the tokens before this one already reach top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        if config.position == "learned":
+            self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        elif config.position == "sinusoidal":  # fixed, not learned: a buffer, not a parameter
+            self.register_buffer("pos_table", sinusoidal_table(config.block_size, config.n_embd), persistent=False)
+        else:  # rope rotates q and k inside attention instead of adding to x
+            cos, sin = rope_tables(config.block_size, config.n_embd // config.n_head)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = make_norm(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_weights:  # one matrix embeds tokens and scores them (Press & Wolf 2017)
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer), two per block, so the
+        # residual stream's variance does not grow with depth
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def get_num_params(self, non_embedding=True):
+        """
+        Parameters, each shared tensor once. non_embedding leaves out the lookup tables that do no
+        matmul: the learned position table and, only when untied, the token table (a tied wte is
+        the lm_head too, so it stays in), as nanoGPT's scaling notebook counts.
+        """
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            if self.config.position == "learned":
+                n -= self.wpe.weight.numel()
+            if not self.config.tie_weights:
+                n -= self.wte.weight.numel()
+        return n
+
+    def forward(self, idx, targets=None, kv_cache=None):
+        B, T = idx.size()
+        pos0 = kv_cache.pos if kv_cache is not None else 0
+        if pos0 + T > self.config.block_size:
+            raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
+        x = self.wte(idx)
+        rope = None
+        if self.config.position == "learned":
+            x = x + self.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+        elif self.config.position == "sinusoidal":
+            x = x + self.pos_table[pos0:pos0 + T]
+        else:
+            rope = (self.rope_cos[pos0:pos0 + T], self.rope_sin[pos0:pos0 + T])
+        x = self.drop(x)
+        for layer, block in enumerate(self.h):
+            x = block(x, rope, kv_cache, layer)
+        x = self.ln_f(x)
+        if kv_cache is not None:
+            kv_cache.pos += T
+        if targets is not None:
+            logits = self.lm_head(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            return logits, loss
+        # inference: only the last position's logits are needed (list index keeps the time dim)
+        return self.lm_head(x[:, [-1], :]), None
+
+    def crop_block_size(self, block_size):
+        """Shrink the context, e.g. to fine-tune GPT-2 (block 1024) with a smaller one."""
+        assert 0 < block_size <= self.config.block_size
+        self.config.block_size = block_size
+        if self.config.position == "learned":
+            self.wpe.weight = nn.Parameter(self.wpe.weight[:block_size])
+        elif self.config.position == "sinusoidal":
+            self.pos_table = self.pos_table[:block_size]
+        else:
+            self.rope_cos, self.rope_sin = self.rope_cos[:block_size], self.rope_sin[:block_size]
+        for block in self.h:
+            if hasattr(block.attn, "mask"):
+                block.attn.mask = block.attn.mask[:block_size, :block_size]
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW that decays the matrices (matmul weights, embeddings) but not biases and norm gains."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        # the fused kernel does the whole update in one pass; CUDA and (torch >= 2.4) CPU have it
+        fused = device_type in ("cuda", "cpu")
+        try:
+            return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+        except (RuntimeError, TypeError):
+            return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
+
+    def estimate_mfu(self, fwdbwd_per_iter, dt, peak_flops):
+        """Model FLOPs utilisation: achieved model FLOP/s over peak_flops (the caller's hardware)."""
+        from sizing import flops_per_token  # the FLOPs count has one home
+        flops = flops_per_token(self.config, self.config.block_size) * self.config.block_size
+        return flops * fwdbwd_per_iter / dt / peak_flops
+
+    @torch.no_grad()
+    def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
+        """
+        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy.
+        With use_cache, each token sends one position through the model; without, the whole context
+        is recomputed (the reference). Past block_size the context is cropped to its last block_size
+        tokens; every position then shifts, so the cache is rebuilt for that window.
+        """
+        block_size = self.config.block_size
+        cache = None
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits, _ = self(idx[:, -block_size:])
+            elif cache is not None and cache.pos < block_size:
+                logits, _ = self(idx[:, -1:], kv_cache=cache)
+            else:  # first step, or the window moved: prefill a new cache
+                cache = KVCache(self.config.n_layer, block_size)
+                logits, _ = self(idx[:, -block_size:], kv_cache=cache)
+            next_token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
+            idx = torch.cat((idx, next_token), dim=1)
+            yield next_token
+
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
+        """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval() first."""
+        new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache))
+        return torch.cat([idx] + new, dim=1)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, dropout=0.0):
+        """
+        GPT-2 weights from Hugging Face: a hub name (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a
+        local directory written by save_pretrained. Needs `transformers`, only here.
+        """
+        try:
+            from transformers import GPT2LMHeadModel
+        except ImportError:
+            raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers") from None
+        hf = GPT2LMHeadModel.from_pretrained(name_or_path)
+        c = hf.config
+        if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+            raise ValueError(f"{name_or_path}: activation {c.activation_function!r} is not GPT-2's tanh GELU")
+        config = GPTConfig(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer,
+                           n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=True)
+        model = cls(config)
+        sd = model.state_dict()
+        sd_hf = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items()
+                 if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # causal-mask buffers, not weights
+        missing = set(sd) - set(sd_hf)
+        if missing:
+            raise ValueError(f"{name_or_path}: no weights for {sorted(missing)[:5]}")
+        # HF's GPT-2 keeps OpenAI's Conv1D, a Linear stored as (in, out): transpose to (out, in)
+        conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+        with torch.no_grad():
+            for k in sd:
+                w = sd_hf[k].t() if k.endswith(conv1d) else sd_hf[k]
+                if w.shape != sd[k].shape:
+                    raise ValueError(f"{name_or_path}: {k} has shape {tuple(w.shape)}, expected {tuple(sd[k].shape)}")
+                sd[k].copy_(w)
+        return model

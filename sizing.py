@@ -1,0 +1,166 @@
+"""
+What a glassgpt model costs, worked out on paper: parameters per component, FLOPs per token,
+training memory, checkpoint size. tests/ prove every count equals the instantiated model.
+
+    python sizing.py                      # GPT-2 small (124M)
+    python sizing.py config/tiny.py       # any config, --key=value overrides as train.py
+    python sizing.py --n_layer=48 --n_head=25 --n_embd=1600   # gpt2-xl, sized in a second
+"""
+
+import sys
+
+from configurator import ConfigError, configure, config_keys, run
+
+
+def gpt_params(seq_len, vocab_size, d_model, num_heads, num_layers):
+    """
+    nanoGPT's scaling_laws notebook formula: GPT-2 shape (learned positions, LayerNorm with bias,
+    biased Linears, head tied to the token table). The position table is left out and the tied
+    token table is counted once, as the head ("dense"). GPT-2 small: 123,653,376.
+    """
+    ffw_size = 4 * d_model
+    attention = 3 * d_model**2 + 3 * d_model  # c_attn: weights and biases
+    attproj = d_model**2 + d_model
+    ffw = d_model * ffw_size + ffw_size
+    ffwproj = ffw_size * d_model + d_model
+    layernorms = 2 * 2 * d_model  # ln_1 and ln_2, weight and bias each
+    ln_f = 2 * d_model
+    dense = d_model * vocab_size  # no bias
+    return num_layers * (attention + attproj + ffw + ffwproj + layernorms) + ln_f + dense
+
+
+BLOCK_PARTS = ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj")
+
+
+def param_counts(config):
+    """Parameters of each component of GPT(config), per block where it repeats, and the totals."""
+    d, V, L, b = config.n_embd, config.vocab_size, config.n_layer, int(config.bias)
+    norm = d * (2 if config.norm == "layernorm" and b else 1)  # RMSNorm never has a bias
+    c = {
+        "wte": V * d,
+        "wpe": config.block_size * d if config.position == "learned" else 0,  # sinusoidal, rope: no parameters
+        "ln_1": norm,
+        "attn.c_attn": d * 3 * d + 3 * d * b,
+        "attn.c_proj": d * d + d * b,
+        "ln_2": norm,
+        "mlp.c_fc": d * 4 * d + 4 * d * b,
+        "mlp.c_proj": 4 * d * d + d * b,
+    }
+    c["block"] = sum(c[k] for k in BLOCK_PARTS)
+    c["blocks"] = L * c["block"]
+    c["ln_f"] = norm
+    c["lm_head"] = 0 if config.tie_weights else V * d  # tied: the same matrix as wte
+    c["total"] = c["wte"] + c["wpe"] + c["blocks"] + c["ln_f"] + c["lm_head"]
+    # lookups do no matmul: drop the position table, and the token table unless it is also the head
+    c["non_embedding"] = c["total"] - c["wpe"] - (0 if config.tie_weights else c["wte"])
+    return c
+
+
+def forward_flops(config, seq_len):
+    """
+    Forward FLOPs per token by component (a matmul (m,k)@(k,n) costs 2mkn), in the spirit of
+    nanoGPT's transformer_sizing notebook. Norms, softmax and GELU are left out: they are tiny.
+    Attention's scores and weighted sum grow with seq_len: the quadratic term, per token linear.
+    """
+    d, L, T, hs = config.n_embd, config.n_layer, seq_len, config.n_embd // config.n_head
+    f = {
+        "attn.c_attn": 2 * d * 3 * d,
+        "attn.scores": 2 * T * d,  # q @ k^T: T keys per head, hs each, over n_head heads
+        "attn.reduce": 2 * config.n_head * T * hs,  # att @ v
+        "attn.c_proj": 2 * d * d,
+        "mlp.c_fc": 2 * d * 4 * d,
+        "mlp.c_proj": 2 * 4 * d * d,
+    }
+    f["block"] = sum(f.values())
+    f["blocks"] = L * f["block"]
+    f["lm_head"] = 2 * d * config.vocab_size
+    f["total"] = f["blocks"] + f["lm_head"]
+    return f
+
+
+def flops_per_token(config, seq_len):
+    """Forward + backward model FLOPs per token: 6N + 12*L*H*Q*T (PaLM appendix B, as nanoGPT's MFU)."""
+    N = param_counts(config)["non_embedding"]
+    Q = config.n_embd // config.n_head
+    return 6 * N + 12 * config.n_layer * config.n_head * Q * seq_len
+
+
+def memory_bytes(config, bytes_per_param=4):
+    """Training state (params, grads, AdamW's two moments) and checkpoint sizes in bytes, fp32."""
+    n = param_counts(config)["total"]
+    return {
+        "params": n * bytes_per_param,
+        "grads": n * bytes_per_param,
+        "adamw": 2 * n * 4,  # exp_avg and exp_avg_sq, always fp32
+        "train_state": n * (2 * bytes_per_param + 8),
+        "checkpoint": n * (bytes_per_param + 8),  # weights plus optimizer state, as ckpt.pt stores
+        "weights_only": n * bytes_per_param,
+    }
+
+
+def human(n):
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(n)
+
+
+def report(config, seq_len=None):
+    """The printed tables: parameters per component, FLOPs per token, memory, and the meta-model check."""
+    from model import GPT  # imported here: the formulas above need no torch
+    import torch
+
+    T = seq_len or config.block_size
+    c = param_counts(config)
+    total = c["total"]
+    lines = [f"GPT: n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
+             f"block_size={config.block_size} vocab_size={config.vocab_size} norm={config.norm} "
+             f"position={config.position} bias={config.bias} tie_weights={config.tie_weights}",
+             "", f"{'component':<28}{'params':>16}{'share':>9}"]
+    rows = [("wte", c["wte"]), ("wpe", c["wpe"])]
+    rows += [(f"  {k} (per block)", c[k]) for k in BLOCK_PARTS]
+    rows += [(f"blocks (x{config.n_layer})", c["blocks"]), ("ln_f", c["ln_f"]),
+             ("lm_head (tied to wte)" if config.tie_weights else "lm_head", c["lm_head"])]
+    for name, n in rows:
+        share = f"{100 * n / total:8.2f}%" if not name.startswith("  ") else ""
+        lines.append(f"{name:<28}{n:>16,}{share:>9}")
+    lines += [f"{'total':<28}{total:>16,}", f"{'non_embedding':<28}{c['non_embedding']:>16,}"]
+    if config.position == "learned" and config.norm == "layernorm" and config.bias and config.tie_weights:
+        g = gpt_params(config.block_size, config.vocab_size, config.n_embd, config.n_head, config.n_layer)
+        lines.append(f"{'gpt_params (nanoGPT)':<28}{g:>16,}  {'== non_embedding' if g == c['non_embedding'] else 'DIFFERS'}")
+    with torch.device("meta"):  # shapes without memory: gpt2-xl in a second
+        model = GPT(config)
+    n_model = model.get_num_params(non_embedding=False)
+    lines.append(f"{'instantiated model':<28}{n_model:>16,}  {'matches' if n_model == total else 'DOES NOT MATCH'}")
+
+    f = forward_flops(config, T)
+    lines += ["", f"forward FLOPs per token at seq_len {T}:"]
+    for k in ("attn.c_attn", "attn.scores", "attn.reduce", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+        lines.append(f"  {k:<20}{f[k]:>16,}  {100 * f[k] / f['block']:6.2f}% of a block")
+    lines.append(f"  {'lm_head':<20}{f['lm_head']:>16,}  {100 * f['lm_head'] / f['total']:6.2f}% of all")
+    lines.append(f"  {'total':<20}{f['total']:>16,}")
+    fpt = flops_per_token(config, T)
+    lines.append(f"forward+backward per token (6N + 12LHQT): {fpt:,} = {human(fpt)}FLOP "
+                 f"({human(fpt * T)}FLOP per sequence of {T})")
+
+    m = memory_bytes(config)
+    lines += ["", "memory (fp32, AdamW): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
+    return "\n".join(lines)
+
+
+def main():
+    from model import GPTConfig
+    defaults = config_keys(vars(GPTConfig()))
+    defaults["seq_len"] = 0  # 0: block_size
+    # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
+    cfg = configure(defaults, strict_files=False)
+    seq_len = cfg.pop("seq_len")
+    try:
+        config = GPTConfig(**cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print(report(config, seq_len))
+
+
+if __name__ == "__main__":
+    run(main)
