@@ -1,0 +1,49 @@
+"""
+Checkpoints: written atomically, read without unpickling code.
+
+A checkpoint is a dict of tensors and plain Python values (see train.py for its keys), so that
+torch.load(..., weights_only=True) can read it: a file someone hands you cannot run code.
+"""
+
+import os
+
+import torch
+
+from configurator import ConfigError
+from model import GPT, GPTConfig
+
+
+def save_checkpoint(obj, path):
+    """Write to a temporary file beside path, then rename over it: a crash mid-save leaves the old file."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX and Windows
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path, map_location="cpu"):
+    """The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
+        raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
+    return ckpt
+
+
+def model_from_checkpoint(ckpt):
+    """The GPT a checkpoint holds, weights loaded, on the CPU."""
+    model = GPT(GPTConfig(**ckpt["model_args"]))
+    # torch.compile wraps the model and prefixes its keys; strip it from older or foreign files
+    state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
+    model.load_state_dict(state)
+    return model
