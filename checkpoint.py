@@ -6,6 +6,7 @@ torch.load(..., weights_only=True) can read it: a file someone hands you cannot 
 """
 
 import os
+import warnings
 
 import torch
 
@@ -32,7 +33,9 @@ def load_checkpoint(path, map_location="cpu"):
     if not os.path.isfile(path):
         raise ConfigError(f"no checkpoint at {path}")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
         raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:

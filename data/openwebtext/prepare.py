@@ -1,0 +1,91 @@
+"""
+OpenWebText (an open copy of GPT-2's WebText: 8M documents, ~9B GPT-2 tokens) for train_gpt2.py:
+
+    pip install datasets && python data/openwebtext/prepare.py [--num_proc=8]
+
+Downloads ~55 GB into the Hugging Face cache and writes train.bin (~17 GB) and val.bin (~8.5 MB) here.
+Each document's GPT-2 tokens are followed by <|endoftext|> (50256), so the model sees where one
+document ends and the next begins, as GPT-2 did.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+from configurator import ConfigError, run  # noqa: E402
+from tokenizer import bin_dtype, gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
+
+DATASET = "Skylion007/openwebtext"  # Parquet files on the Hub: no loading script, datasets >= 4 reads it
+
+
+def tokenize(example):
+    """One document -> its GPT-2 ids and <|endoftext|>. encode_ordinary: text that spells a special token is text."""
+    enc = gpt2_encoding()
+    ids = enc.encode_ordinary(example["text"])
+    ids.append(enc.eot_token)
+    return {"ids": ids, "len": len(ids)}
+
+
+def write_bin(path, batches, total, dtype, desc=None):
+    """
+    Write total token ids, given as batches (each a list of id arrays), to path through a memmap:
+    the whole split never has to fit in memory, only one batch.
+    """
+    arr = np.memmap(path, dtype=dtype, mode="w+", shape=(total,))
+    pos = 0
+    for batch in tqdm(batches, desc=desc, disable=desc is None):
+        chunk = np.concatenate([np.asarray(ids, dtype=dtype) for ids in batch]) if len(batch) else []
+        arr[pos:pos + len(chunk)] = chunk
+        pos += len(chunk)
+    if pos != total:
+        raise ValueError(f"{path}: wrote {pos} tokens, expected {total}")
+    arr.flush()
+    del arr
+
+
+def write_docs(splits, out_dir):
+    """Tokenize and write in-memory documents, {split: [text, ...]}: the same steps main() runs at scale."""
+    dtype = bin_dtype(gpt2_meta()["vocab_size"])
+    for split, docs in splits.items():
+        rows = [tokenize({"text": d}) for d in docs]
+        write_bin(os.path.join(out_dir, f"{split}.bin"), [[r["ids"] for r in rows]], sum(r["len"] for r in rows), dtype)
+    write_meta(out_dir, dict(gpt2_meta(), dtype=dtype, source="in-memory documents"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description="OpenWebText -> GPT-2 tokens in train.bin / val.bin")
+    parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--dataset", default=DATASET, help="a Hugging Face dataset id with a 'text' column")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--val_size", type=float, default=0.0005, help="fraction of documents held out")
+    args = parser.parse_args()
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise ConfigError("OpenWebText needs Hugging Face datasets: pip install datasets") from None
+    gpt2_encoding()  # fail now, not in a worker process, if tiktoken's files are not reachable
+
+    dataset = load_dataset(args.dataset, split="train", num_proc=args.num_proc)
+    # nanoGPT's split: 0.05% of the documents (about 4K) for validation, shuffled with a fixed seed
+    splits = dataset.train_test_split(test_size=args.val_size, seed=2357, shuffle=True)
+    splits["val"] = splits.pop("test")
+    tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=args.num_proc)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    dtype = bin_dtype(gpt2_meta()["vocab_size"])
+    for split, dset in tokenized.items():
+        total = int(np.sum(dset["len"], dtype=np.uint64))
+        n_batches = min(1024, len(dset))  # contiguous shards, one at a time
+        batches = (dset.shard(num_shards=n_batches, index=i, contiguous=True).with_format("numpy")["ids"]
+                   for i in range(n_batches))
+        write_bin(os.path.join(args.out_dir, f"{split}.bin"), batches, total, dtype, desc=f"writing {split}.bin")
+        print(f"{split}: {len(dset):,} documents, {total:,} tokens")
+    write_meta(args.out_dir, dict(gpt2_meta(), dtype=dtype, source=f"Hugging Face dataset {args.dataset}"))
+
+
+if __name__ == "__main__":
+    run(main)

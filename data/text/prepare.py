@@ -1,0 +1,62 @@
+"""
+Your own text as a dataset:
+
+    python data/text/prepare.py --input notes.txt --tokenizer char
+    python data/text/prepare.py --input my_books/ --tokenizer gpt2 --out_dir data/books
+
+A folder means all its *.txt files, in sorted order, joined by blank lines. The last val_fraction of
+the text is the validation split. Then train with --dataset=<the out_dir's folder name>, e.g.
+python train.py config/tiny.py --dataset=text (train.py reads data/<dataset>/).
+"""
+
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+from configurator import ConfigError, run  # noqa: E402
+from tokenizer import TOKENIZERS, prepare_text  # noqa: E402
+
+
+def read_text(path):
+    """The text of a file, or of a folder's *.txt files; missing, empty or non-UTF-8 input is a ConfigError."""
+    if os.path.isdir(path):
+        files = sorted(glob.glob(os.path.join(path, "*.txt")))
+        if not files:
+            raise ConfigError(f"no *.txt files in {path}")
+    elif os.path.isfile(path):
+        files = [path]
+    else:
+        raise ConfigError(f"no such file or folder: {path}")
+    parts = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8") as f:
+                parts.append(f.read())
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise ConfigError(f"cannot read {name}: {e.strerror}") from None
+    # one file as it is; several joined by a blank line, so one file's end does not run into the next
+    text = parts[0] if len(parts) == 1 else "\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
+    if not text.strip():
+        raise ConfigError(f"{path} holds no text")
+    return text, files
+
+
+def main():
+    parser = argparse.ArgumentParser(description="tokenize your own text into train.bin, val.bin, meta.json")
+    parser.add_argument("--input", required=True, help="a text file, or a folder of *.txt files")
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="char")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--val_fraction", type=float, default=0.1)
+    args = parser.parse_args()
+    text, files = read_text(args.input)
+    source = args.input if len(files) == 1 else f"{len(files)} .txt files in {args.input}"
+    print(f"source: {source} ({len(text):,} characters)")
+    prepare_text(text, args.tokenizer, args.out_dir, args.val_fraction, source=source)
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,179 @@
+"""
+Sample from a trained model, printing each token as it is generated:
+
+    python sample.py --out_dir=out-tiny
+    python sample.py --out_dir=out-tiny --start="ROMEO:" --num_samples=1 --max_new_tokens=1000
+    python sample.py --init_from=gpt2 --start=FILE:prompt.txt --temperature=0.7 --top_p=0.9
+
+Samples go to stdout, separated by a line of dashes; what was loaded goes to stderr.
+"""
+
+import os
+import sys
+import time
+from contextlib import nullcontext
+
+import torch
+
+from checkpoint import load_checkpoint, model_from_checkpoint
+from configurator import ConfigError, config_keys, configure, run
+from model import GPT
+from tokenizer import gpt2_meta, load_tokenizer, read_meta, stream_decode
+
+# -----------------------------------------------------------------------------
+init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | "gpt2-medium" | ... | a Hugging Face model folder
+out_dir = "out"
+ckpt = ""  # "ckpt.pt" (latest) | "best.pt" (lowest val loss); "" = best.pt if there is one, else ckpt.pt
+start = "\n"  # the prompt, or "FILE:path" to read it from a file; "\n" typed in a shell is a newline too
+num_samples = 3
+max_new_tokens = 500
+temperature = 0.8  # 0 = greedy (always the most likely token); above 1 = more random
+top_k = 200  # sample only among the k most likely tokens; None = all
+top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p; None = off
+seed = 1337
+device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
+dtype = "auto"  # "auto" (bfloat16 where supported, float16 on other GPUs, float32 on cpu) | "float32" | "bfloat16" | "float16"
+use_cache = True  # KV cache: each new token costs one position, not the whole context
+compile = False  # torch.compile the forward: compiling takes a while (a minute on a CPU), so only for long runs
+# -----------------------------------------------------------------------------
+DEFAULTS = config_keys(globals())
+REPO = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def pick_device(name):
+    if name != "auto":
+        return name
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def pick_dtype(name, device_type):
+    if name != "auto":
+        if name not in DTYPES:
+            raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {name!r}")
+        return name
+    if device_type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"
+
+
+def check(cfg):
+    """Values configurator cannot check by type alone."""
+    if cfg["num_samples"] < 1 or cfg["max_new_tokens"] < 0:
+        raise ConfigError("num_samples must be >= 1 and max_new_tokens >= 0")
+    if cfg["temperature"] < 0:
+        raise ConfigError(f"temperature must be >= 0, got {cfg['temperature']}")
+    if cfg["top_k"] is not None and (not isinstance(cfg["top_k"], int) or isinstance(cfg["top_k"], bool) or cfg["top_k"] < 1):
+        raise ConfigError(f"top_k must be a positive integer or None, got {cfg['top_k']!r}")
+    p = cfg["top_p"]
+    if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 < p <= 1):
+        raise ConfigError(f"top_p must be a number in (0, 1] or None, got {p!r}")
+    if cfg["ckpt"] and not cfg["ckpt"].endswith(".pt"):
+        raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {cfg['ckpt']!r}")
+
+
+def load_model(cfg):
+    """(model, meta, what was loaded): the model and its tokenizer's meta, from out_dir or GPT-2's weights."""
+    name = cfg["init_from"]
+    if name == "resume":
+        folder = cfg["out_dir"]
+        if not os.path.isdir(folder):
+            raise ConfigError(f"no folder {folder}: train a model first (python train.py config/tiny.py) "
+                              "or pass --out_dir=<its out_dir>")
+        file = cfg["ckpt"] or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt")
+        path = os.path.join(folder, file)
+        checkpoint = load_checkpoint(path)
+        try:
+            model = model_from_checkpoint(checkpoint)
+        except (RuntimeError, TypeError, ValueError, KeyError) as e:
+            raise ConfigError(f"{path} does not hold a model this code can build: "
+                              f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        meta, meta_from = find_meta(folder, checkpoint.get("config") or {})
+        return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
+                             f"{checkpoint.get('best_val_loss', float('nan')):.4f}), tokenizer from {meta_from}")
+    if name.startswith("gpt2") or os.path.isdir(name):
+        try:
+            model = GPT.from_pretrained(name)
+        except Exception as e:  # no network, no transformers, not a GPT-2 folder: all one line
+            raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        return model, gpt2_meta(), f"loaded GPT-2 weights {name}"
+    raise ConfigError(f"init_from must be resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl or a model folder, got {name!r}")
+
+
+def find_meta(folder, train_config):
+    """(meta, where from): out_dir/meta.json, else the training dataset's meta.json, else GPT-2's BPE."""
+    for where in (folder, os.path.join(REPO, "data", str(train_config.get("dataset", "")))):
+        if os.path.isfile(os.path.join(where, "meta.json")):
+            return read_meta(where), os.path.join(where, "meta.json")
+    return gpt2_meta(), "GPT-2's BPE (no meta.json found)"
+
+
+def read_prompt(start, meta):
+    if start.startswith("FILE:"):
+        path = start[len("FILE:"):]
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
+        if not text:
+            raise ConfigError(f"prompt file {path} is empty")
+    else:
+        text = start.replace("\\n", "\n")  # a shell passes --start="\n" as a backslash and an n
+    encode, _ = load_tokenizer(meta)
+    ids = encode(text)
+    if not ids:
+        if meta["tokenizer"] != "gpt2":
+            raise ConfigError("the prompt is empty: pass --start with some text")
+        ids = encode("<|endoftext|>")  # GPT-2's "start of a document"
+    return text, ids
+
+
+def main(argv=None):
+    cfg = configure(DEFAULTS, argv)
+    check(cfg)
+    torch.manual_seed(cfg["seed"])
+    dev = pick_device(cfg["device"])
+    device_type = "cuda" if dev.startswith("cuda") else dev
+    ptdtype = DTYPES[pick_dtype(cfg["dtype"], device_type)]
+    # autocast runs matmuls in the low precision dtype and keeps the rest (softmax, norms) in float32
+    autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+
+    model, meta, loaded = load_model(cfg)
+    if meta["vocab_size"] > model.config.vocab_size:
+        raise ConfigError(f"the tokenizer has {meta['vocab_size']} tokens but the model only "
+                          f"{model.config.vocab_size}: wrong meta.json for this checkpoint?")
+    model.eval().to(dev)
+    if cfg["compile"]:
+        try:  # compile forward, which generate_tokens calls through the module
+            model.forward = torch.compile(model.forward)
+        except Exception as e:
+            log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
+    text, ids = read_prompt(cfg["start"], meta)
+    log(loaded)  # only now: a bad input leaves just its one error line on stderr
+    x = torch.tensor([ids], dtype=torch.long, device=dev)
+
+    t0, n_tokens = time.time(), 0
+    for _ in range(cfg["num_samples"]):
+        print(text, end="", flush=True)
+        with torch.no_grad(), autocast:
+            tokens = (t.item() for t in model.generate_tokens(
+                x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
+            for piece in stream_decode(meta, tokens):
+                print(piece, end="", flush=True)
+        print("\n---------------", flush=True)
+        n_tokens += cfg["max_new_tokens"]
+    dt = time.time() - t0
+    log(f"{n_tokens:,} tokens in {dt:.1f}s ({n_tokens / max(dt, 1e-9):,.0f} tokens/s, use_cache={cfg['use_cache']})")
+
+
+if __name__ == "__main__":
+    run(main)

