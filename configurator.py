@@ -24,16 +24,22 @@ def _unknown(key, defaults, where):
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
 
 
-def _coerce(key, value, default, where):
+def _coerce(key, value, default, where, nullable=()):
     """value (parsed Python, or a str from the command line) as the type of default."""
-    if default is None or value is None:  # None-valued keys (top_k) take any value, and None turns any off
+    if default is None:  # a key that is off by default takes any value
         return value
+    if value is None:
+        if key in nullable:  # None turns it off, e.g. --top_k=None
+            return value
+        raise ConfigError(f"config key '{key}' {where} cannot be None")
     kind = type(default)
     if kind is bool:
         if isinstance(value, str) and value.lower() in TRUE + FALSE:
             return value.lower() in TRUE
         if isinstance(value, bool):
             return value
+        if type(value) is int and value in (0, 1):  # --compile=0 parses as the int 0
+            return bool(value)
     elif kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -55,10 +61,11 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True):
+def configure(defaults, argv=None, strict_files=True, nullable=()):
     """
     Return defaults updated by argv: config file paths and --key=value, applied left to right.
     strict_files=False lets a file set keys this script does not use (sizing.py reading a train config).
+    nullable names keys that may be set to None although their default is not (sample.py's top_k).
     """
     config = dict(defaults)
     for arg in sys.argv[1:] if argv is None else argv:
@@ -80,7 +87,7 @@ def configure(defaults, argv=None, strict_files=True):
                     if not strict_files:
                         continue
                     raise _unknown(key, defaults, f"in {arg}")
-                config[key] = _coerce(key, value, defaults[key], f"in {arg}")
+                config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
         else:
             key, eq, text = arg[2:].partition("=")
             if not eq:
@@ -89,7 +96,7 @@ def configure(defaults, argv=None, strict_files=True):
                 raise _unknown(key, defaults, "on the command line")
             # a str default keeps the text as typed: --out_dir=123 is the folder "123"
             value = text if isinstance(defaults[key], str) else _parse(text)
-            config[key] = _coerce(key, value, defaults[key], "on the command line")
+            config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
     return config
 
 

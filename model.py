@@ -42,7 +42,8 @@ class GPTConfig:
             if getattr(self, name) not in choices:
                 bad(name, f"must be one of {', '.join(choices)}")
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 bad(name, "must be a positive integer")
         if self.n_embd % self.n_head:
             bad("n_embd", f"must be divisible by n_head={self.n_head}")
@@ -217,6 +218,7 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
         sorted_logits, order = torch.sort(logits, descending=True)
         probs = sorted_logits.softmax(dim=-1)
         drop = probs.cumsum(dim=-1) - probs >= top_p  # the tokens before this one already reach top_p
+        drop[:, 0] = False  # the most likely token always stays: top_p=0 is greedy, not an error
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
@@ -299,10 +301,12 @@ class GPT(nn.Module):
 
     def crop_block_size(self, block_size):
         """Shrink the context, e.g. to fine-tune GPT-2 (block 1024) with a smaller one."""
-        assert 0 < block_size <= self.config.block_size
+        if not 0 < block_size <= self.config.block_size:
+            raise ValueError(f"can only crop block_size {self.config.block_size} to a smaller size, not {block_size}")
         self.config.block_size = block_size
         if self.config.position == "learned":
             self.wpe.weight = nn.Parameter(self.wpe.weight[:block_size])
+            self.wpe.num_embeddings = block_size
         elif self.config.position == "sinusoidal":
             self.pos_table = self.pos_table[:block_size]
         else:

@@ -138,7 +138,7 @@ def read_prompt(start, meta):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    cfg = configure(DEFAULTS, argv, nullable=("top_k",))
     check(cfg)
     torch.manual_seed(cfg["seed"])
     dev = pick_device(cfg["device"])

@@ -1,0 +1,177 @@
+"""
+configurator.py: config files and --key=value overrides, checked against the script's keys and types.
+"""
+
+import pytest
+
+from configurator import ConfigError, config_keys, configure, run
+
+DEFAULTS = {
+    "out_dir": "out",
+    "batch_size": 12,
+    "learning_rate": 6e-4,
+    "compile": True,
+    "top_k": 200,
+    "top_p": None,
+    "start": "\n",
+}
+
+
+def write(tmp_path, text, name="cfg.py"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_no_arguments_gives_the_defaults_and_leaves_them_alone():
+    before = dict(DEFAULTS)
+    config = configure(DEFAULTS, [])
+    assert config == DEFAULTS and config is not DEFAULTS
+    configure(DEFAULTS, ["--batch_size=3"])
+    assert DEFAULTS == before
+
+
+def test_command_line_values_take_the_defaults_types():
+    config = configure(DEFAULTS, ["--batch_size=32", "--learning_rate=1e-3", "--compile=false", "--out_dir=run1"])
+    assert config["batch_size"] == 32 and type(config["batch_size"]) is int
+    assert config["learning_rate"] == 1e-3
+    assert config["compile"] is False
+    assert config["out_dir"] == "run1"
+    assert type(configure(DEFAULTS, ["--learning_rate=1"])["learning_rate"]) is float  # an int is a fine float
+
+
+@pytest.mark.parametrize("text,value", [
+    ("false", False), ("False", False), ("no", False), ("off", False), ("0", False),
+    ("true", True), ("True", True), ("yes", True), ("on", True), ("1", True), ("TRUE", True),
+])
+def test_bool_spellings(text, value):
+    assert configure(DEFAULTS, [f"--compile={text}"])["compile"] is value
+
+
+def test_none_turns_a_value_off_and_a_none_default_takes_a_value():
+    assert configure(DEFAULTS, ["--top_k=None"], nullable=("top_k",))["top_k"] is None
+    assert configure(DEFAULTS, ["--top_p=0.9"])["top_p"] == 0.9
+    assert configure(DEFAULTS, ["--top_p=None"])["top_p"] is None
+
+
+def test_str_values_are_kept_verbatim():
+    """A str default keeps the text as typed: no literal parsing, quotes and all."""
+    for text in ("123", "1e3", "None", "True", "'quoted'", "a b", "", "FILE:prompt.txt", "[1, 2]"):
+        assert configure(DEFAULTS, [f"--out_dir={text}"])["out_dir"] == text
+
+
+def test_values_may_contain_equals_signs():
+    assert configure(DEFAULTS, ["--start=a=b"])["start"] == "a=b"
+    assert configure(DEFAULTS, ["--out_dir=x=1,y=2"])["out_dir"] == "x=1,y=2"
+    with pytest.raises(ConfigError, match="batch_size"):
+        configure(DEFAULTS, ["--batch_size=1=2"])
+
+
+@pytest.mark.parametrize("arg,key", [
+    ("--batch_size=abc", "batch_size"),
+    ("--batch_size=1.5", "batch_size"),
+    ("--batch_size=true", "batch_size"),
+    ("--learning_rate=fast", "learning_rate"),
+    ("--learning_rate=True", "learning_rate"),
+    ("--compile=maybe", "compile"),
+    ("--compile=2", "compile"),
+    ("--top_k=1.5", "top_k"),
+])
+def test_wrong_type_on_the_command_line(arg, key):
+    with pytest.raises(ConfigError, match=f"'{key}'.*expects"):
+        configure(DEFAULTS, [arg])
+
+
+def test_unknown_command_line_key_is_named_with_a_hint():
+    with pytest.raises(ConfigError, match="unknown config key 'bogus' on the command line"):
+        configure(DEFAULTS, ["--bogus=1"])
+    with pytest.raises(ConfigError, match="'batch_sise'.*did you mean batch_size"):
+        configure(DEFAULTS, ["--batch_sise=3"])
+
+
+def test_malformed_arguments():
+    with pytest.raises(ConfigError, match="expected --key=value, got '--compile'"):
+        configure(DEFAULTS, ["--compile"])
+    with pytest.raises(ConfigError, match="cannot read config file no/such/file.py"):
+        configure(DEFAULTS, ["no/such/file.py"])
+
+
+def test_config_file_sets_keys(tmp_path):
+    path = write(tmp_path, "import math\n"
+                           "batch_size = 4 * 8\n"
+                           "learning_rate = 1\n"  # an int where a float is expected: fine
+                           "compile = False\n"
+                           "top_k = None\n"
+                           "_private = 'ignored'\n"
+                           "def helper():\n    return 1\n")
+    config = configure(DEFAULTS, [path], nullable=("top_k",))
+    assert config["batch_size"] == 32
+    assert config["learning_rate"] == 1.0 and type(config["learning_rate"]) is float
+    assert config["compile"] is False and config["top_k"] is None
+    assert "math" not in config and "helper" not in config and "_private" not in config
+
+
+def test_files_and_overrides_apply_left_to_right(tmp_path):
+    path = write(tmp_path, "batch_size = 4\nout_dir = 'from-file'\n")
+    assert configure(DEFAULTS, [path, "--batch_size=8"])["batch_size"] == 8
+    assert configure(DEFAULTS, ["--batch_size=8", path])["batch_size"] == 4
+    assert configure(DEFAULTS, [path, "--top_k=5"])["out_dir"] == "from-file"
+
+
+def test_unknown_key_in_a_file_is_named(tmp_path):
+    path = write(tmp_path, "batch_size = 4\nlearning_rat = 0.1\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'learning_rat' in .*cfg\.py.*did you mean learning_rate"):
+        configure(DEFAULTS, [path])
+    # strict_files=False (sizing.py reading a train.py config) skips keys it does not use ...
+    assert configure(DEFAULTS, [path], strict_files=False)["batch_size"] == 4
+    # ... but the command line is always strict
+    with pytest.raises(ConfigError, match="bogus"):
+        configure(DEFAULTS, [path, "--bogus=1"], strict_files=False)
+
+
+def test_wrong_type_in_a_file_is_named(tmp_path):
+    path = write(tmp_path, "batch_size = 'big'\n")
+    with pytest.raises(ConfigError, match=r"'batch_size' in .*cfg\.py expects int, got 'big'"):
+        configure(DEFAULTS, [path])
+
+
+def test_broken_config_file_is_a_config_error(tmp_path):
+    for text, what in (("batch_size = = 3\n", "SyntaxError"), ("batch_size = undefined_name\n", "NameError")):
+        path = write(tmp_path, text)
+        with pytest.raises(ConfigError, match=f"config file .*cfg.py failed: {what}"):
+            configure(DEFAULTS, [path])
+
+
+def test_config_keys_takes_the_public_plain_values():
+    namespace = {"batch_size": 4, "lr": 1e-3, "flag": True, "name": "x", "top_k": None,
+                 "_hidden": 1, "items": [1, 2], "pytest": pytest, "fn": len}
+    assert config_keys(namespace) == {"batch_size": 4, "lr": 1e-3, "flag": True, "name": "x", "top_k": None}
+
+
+def test_run_turns_a_config_error_into_one_line_and_exit_2(capsys):
+    def main():
+        configure(DEFAULTS, ["--bogus=1"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        run(main)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "error: unknown config key 'bogus' on the command line\n"
+
+
+def test_run_lets_other_errors_through():
+    """A bug is not bad input: it keeps its traceback."""
+    def main():
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        run(main)
+
+
+def test_none_is_refused_where_the_script_needs_a_value(tmp_path):
+    """--batch_size=None would pass the type check and crash later: refused up front, unless nullable."""
+    with pytest.raises(ConfigError, match="'batch_size' on the command line cannot be None"):
+        configure(DEFAULTS, ["--batch_size=None"])
+    with pytest.raises(ConfigError, match="'top_k' in .* cannot be None"):
+        configure(DEFAULTS, [write(tmp_path, "top_k = None\n")])

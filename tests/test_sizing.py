@@ -1,0 +1,240 @@
+"""
+sizing.py's arithmetic against the model it describes: parameter counts per component (GPT-2's
+published numbers and every config switch), FLOPs counted by torch, bytes on disk, and the CLI.
+"""
+
+import io
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from model import GPT, GPTConfig
+from sizing import BLOCK_PARTS, flops_per_token, forward_flops, gpt_params, memory_bytes, param_counts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These models are tiny: one thread is as fast, and far faster when other jobs share the 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# name: (n_layer, n_head, n_embd, total parameters as Hugging Face / nanoGPT count them)
+GPT2_SHAPES = {
+    "gpt2": (12, 12, 768, 124_439_808),
+    "gpt2-medium": (24, 16, 1024, 354_823_168),
+    "gpt2-large": (36, 20, 1280, 774_030_080),
+    "gpt2-xl": (48, 25, 1600, 1_557_611_200),
+}
+
+GPT2_SMALL = {  # the per-component breakdown of nanoGPT's scaling_laws / transformer_sizing notebooks
+    "wte": 38_597_376,
+    "wpe": 786_432,
+    "ln_1": 1_536,
+    "attn.c_attn": 1_771_776,
+    "attn.c_proj": 590_592,
+    "ln_2": 1_536,
+    "mlp.c_fc": 2_362_368,
+    "mlp.c_proj": 2_360_064,
+    "ln_f": 1_536,
+}
+
+
+def meta_model(config):
+    with torch.device("meta"):  # shapes only, no memory: even gpt2-xl builds in about a second
+        return GPT(config)
+
+
+def numel(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("name", GPT2_SHAPES)
+def test_gpt2_family_counts(name):
+    n_layer, n_head, n_embd, total = GPT2_SHAPES[name]
+    config = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd)  # vocab 50257, block 1024
+    model = meta_model(config)
+    assert model.get_num_params(non_embedding=False) == total
+    non_embedding = gpt_params(1024, 50257, n_embd, n_head, n_layer)
+    assert model.get_num_params(non_embedding=True) == non_embedding == total - 1024 * n_embd
+    counts = param_counts(config)
+    assert counts["total"] == total and counts["non_embedding"] == non_embedding
+
+
+def test_gpt2_small_non_embedding():
+    assert gpt_params(1024, 50257, 768, 12, 12) == 123_653_376
+    assert meta_model(GPTConfig()).get_num_params() == 123_653_376
+
+
+def test_gpt2_small_components():
+    config = GPTConfig()
+    counts = param_counts(config)
+    model = meta_model(config)
+    for key, n in GPT2_SMALL.items():
+        assert counts[key] == n, key
+    assert model.wte.weight.numel() == GPT2_SMALL["wte"]
+    assert model.wpe.weight.numel() == GPT2_SMALL["wpe"]
+    assert numel(model.ln_f) == GPT2_SMALL["ln_f"]
+    for block in model.h:
+        for part in BLOCK_PARTS:
+            assert numel(block.get_submodule(part)) == GPT2_SMALL[part], part
+    assert model.lm_head.weight is model.wte.weight and counts["lm_head"] == 0
+    assert counts["blocks"] == 12 * sum(GPT2_SMALL[p] for p in BLOCK_PARTS) == 85_054_464
+
+
+@pytest.mark.parametrize("norm,bias,position,tie", itertools.product(
+    ("layernorm", "rmsnorm"), (True, False), ("learned", "sinusoidal", "rope"), (True, False)))
+def test_param_counts_equal_the_model_for_every_switch(norm, bias, position, tie):
+    config = GPTConfig(block_size=11, vocab_size=37, n_layer=3, n_head=2, n_embd=12,
+                       norm=norm, bias=bias, position=position, tie_weights=tie)
+    counts = param_counts(config)
+    model = GPT(config)
+    assert counts["total"] == numel(model) == model.get_num_params(non_embedding=False)
+    assert counts["non_embedding"] == model.get_num_params(non_embedding=True)
+    assert counts["wte"] == model.wte.weight.numel()
+    assert counts["wpe"] == (model.wpe.weight.numel() if position == "learned" else 0)
+    assert hasattr(model, "wpe") == (position == "learned")
+    for block in model.h:
+        for part in BLOCK_PARTS:
+            assert counts[part] == numel(block.get_submodule(part)), part
+        assert counts["block"] == numel(block)
+    assert counts["blocks"] == numel(model.h)
+    assert counts["ln_f"] == numel(model.ln_f)
+    if tie:
+        assert model.lm_head.weight is model.wte.weight and counts["lm_head"] == 0
+    else:
+        assert counts["lm_head"] == numel(model.lm_head) == 37 * 12
+    # every parameter belongs to exactly one counted component
+    named = dict(model.named_parameters())
+    assert sum(p.numel() for p in named.values()) == counts["total"]
+    assert all(n.split(".")[0] in ("wte", "wpe", "h", "ln_f", "lm_head") for n in named)
+
+
+def matmul_params(config):
+    """The parameters that multiply: 2 forward FLOPs per token each (weights of the Linears and the head)."""
+    d, L = config.n_embd, config.n_layer
+    return L * 12 * d * d + d * config.vocab_size
+
+
+@pytest.mark.parametrize("config", [
+    GPTConfig(block_size=16, vocab_size=50, n_layer=2, n_head=2, n_embd=32, attention="manual"),
+    GPTConfig(block_size=24, vocab_size=30, n_layer=3, n_head=4, n_embd=16, attention="manual",
+              bias=False, norm="rmsnorm", position="rope", tie_weights=False),
+])
+def test_forward_flops_equal_what_torch_counts(config):
+    """
+    torch's FlopCounterMode counts every matmul (2mkn; norms, GELU, softmax are not counted, as in
+    forward_flops). The manual attention path is used because torch does not count the CPU sdpa kernel.
+    forward_flops counts the full T x T scores (the causal half is still computed), so it is exact.
+    """
+    T, B = config.block_size, 3
+    model = GPT(config)
+    idx = torch.randint(0, config.vocab_size, (B, T))
+    with FlopCounterMode(display=False) as fwd:
+        model(idx, targets=idx)
+    f = forward_flops(config, T)
+    assert fwd.get_total_flops() == B * T * f["total"]
+    with FlopCounterMode(display=False) as fwd_bwd:
+        _, loss = model(idx, targets=idx)
+        loss.backward()
+    assert fwd_bwd.get_total_flops() == 3 * B * T * f["total"]  # backward: twice the forward
+    # 6N + 12*L*H*Q*T counts 6 FLOPs for every non-embedding parameter, biases and norm gains
+    # included; forward_flops counts only the matmuls. The difference is exactly those vectors.
+    N = model.get_num_params()
+    L, H, Q = config.n_layer, config.n_head, config.n_embd // config.n_head
+    assert flops_per_token(config, T) == 6 * N + 12 * L * H * Q * T
+    assert flops_per_token(config, T) - 3 * f["total"] == 6 * (N - matmul_params(config))
+    assert f["attn.scores"] + f["attn.reduce"] == 4 * T * config.n_embd  # the part that grows with T
+
+
+def test_gpt2_small_flops_per_token():
+    config = GPTConfig()
+    assert flops_per_token(config, 1024) == 6 * 123_653_376 + 12 * 12 * 12 * 64 * 1024 == 855_166_464
+    f = forward_flops(config, 1024)
+    assert f["lm_head"] == 2 * 768 * 50257
+    assert f["total"] == 12 * f["block"] + f["lm_head"]
+    assert forward_flops(config, 2048)["total"] - f["total"] == 12 * 4 * 1024 * 768
+
+
+def test_memory_bytes_is_consistent():
+    config = GPTConfig()
+    n = 124_439_808
+    m = memory_bytes(config)
+    assert m["params"] == m["grads"] == m["weights_only"] == 4 * n
+    assert m["adamw"] == 8 * n
+    assert m["train_state"] == m["params"] + m["grads"] + m["adamw"]
+    assert m["checkpoint"] == m["weights_only"] + m["adamw"]
+    half = memory_bytes(config, bytes_per_param=2)  # bf16 weights: AdamW's moments stay fp32
+    assert half["params"] == 2 * n and half["adamw"] == 8 * n and half["train_state"] == 12 * n
+
+
+def test_memory_bytes_match_torch_save():
+    """Weights plus AdamW state, saved by torch, take what memory_bytes says (plus a little pickle)."""
+    config = GPTConfig(block_size=64, vocab_size=200, n_layer=2, n_head=4, n_embd=64)
+    model = GPT(config)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    idx = torch.randint(0, 200, (2, 64))
+    _, loss = model(idx, idx)
+    loss.backward()
+    opt.step()
+    m = memory_bytes(config)
+    weights, both = io.BytesIO(), io.BytesIO()
+    torch.save(model.state_dict(), weights)  # the tied lm_head shares wte's storage: saved once
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, both)
+    assert m["weights_only"] <= weights.tell() < m["weights_only"] * 1.03 + 20_000
+    assert m["checkpoint"] <= both.tell() < m["checkpoint"] * 1.03 + 40_000
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def sizing(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "sizing.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_prints_gpt2_small():
+    r = sizing()
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for n in list(GPT2_SMALL.values()) + [124_439_808, 123_653_376, 85_054_464]:
+        assert f"{n:,}" in out, n
+    assert "matches" in out and "DOES NOT MATCH" not in out
+    assert "== non_embedding" in out
+    assert "855,166,464" in out  # FLOPs per token at seq_len 1024
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "38,597,376" in lines["wte"] and "786,432" in lines["wpe"]
+
+
+def test_cli_reads_a_train_config_and_overrides(tmp_path):
+    """A train.py config holds other keys (batch_size): sizing.py takes the model keys only."""
+    cfg = tmp_path / "big.py"
+    cfg.write_text("batch_size = 12\nout_dir = 'out-big'\nn_layer = 3\nn_head = 25\nn_embd = 1600\n")
+    r = sizing(str(cfg), "--n_layer=48")  # gpt2-xl
+    assert r.returncode == 0, r.stderr
+    assert "n_layer=48" in r.stdout and "1,557,611,200" in r.stdout and "matches" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--bogus=1",), "bogus"),
+    (("--n_embd=100", "--n_head=3"), "n_embd"),
+    (("--n_layer=two",), "n_layer"),
+    (("no_such_config.py",), "no_such_config.py"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, needle):
+    r = sizing(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
