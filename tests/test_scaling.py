@@ -1,0 +1,219 @@
+"""
+scaling.py against nanoGPT's scaling_laws notebook and the Chinchilla paper, and its fitting code
+against synthetic data whose answer is known. The sweep's end-to-end run is marked slow.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import scaling
+from scaling import (TABLE3_APPROACH2, TABLE_A9_LARGEST, analyse, chinchilla_flops, chinchilla_loss,
+                     chinchilla_params, compute_optimal, compute_optimal_grid, final_val_loss, fit_parabola,
+                     fit_power_law, plan_sweep, power_law, table_a4, tokens_for_params)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+C_NOTEBOOK = 2.21e19
+
+
+def test_notebook_grid_optimum_at_2_21e19():
+    # the notebook prints "best model size: 316.23M" and "best dataset size: 11.65B"
+    N, D = compute_optimal_grid(C_NOTEBOOK)
+    assert f"{N / 1e6:.2f}M" == "316.23M"
+    assert f"{D / 1e9:.2f}B" == "11.65B"
+    assert N == pytest.approx(10**8.5)  # a grid point: 10^(7 + 24/16)
+    assert 6 * N * D == pytest.approx(C_NOTEBOOK)
+
+
+def test_closed_form_optimum_and_why_the_grid_differs():
+    N, D = compute_optimal(C_NOTEBOOK)
+    assert N / 1e6 == pytest.approx(326.124, abs=1e-3)
+    assert D / 1e9 == pytest.approx(11.2943, abs=1e-4)
+    assert 6 * N * D == pytest.approx(C_NOTEBOOK)
+    # it is the minimum: any other split of the same compute loses more
+    for f in (0.9, 0.99, 1.01, 1.1):
+        assert chinchilla_loss(N * f, D / f) > chinchilla_loss(N, D)
+    # the grid's answer is the grid point nearest to it in log N, and loses only ~5e-5 nats
+    Ng, Dg = compute_optimal_grid(C_NOTEBOOK)
+    assert abs(math.log10(N) - math.log10(Ng)) < 2**-4 / 2
+    assert 0 < chinchilla_loss(Ng, Dg) - chinchilla_loss(N, D) < 1e-4
+    # a finer grid converges to the closed form
+    Nf, _ = compute_optimal_grid(C_NOTEBOOK, step=1e-4)
+    assert Nf == pytest.approx(N, rel=3e-4)
+
+
+def test_closed_form_scaling_exponents():
+    # N_opt ~ C^(beta/(alpha+beta)) = C^0.4516, D_opt ~ C^0.5484
+    (n1, d1), (n2, d2) = compute_optimal(1e20), compute_optimal(1e22)
+    assert math.log10(n2 / n1) / 2 == pytest.approx(0.28 / 0.62)
+    assert math.log10(d2 / d1) / 2 == pytest.approx(0.34 / 0.62)
+
+
+def test_chinchilla_params_reproduce_notebook_and_table_a9():
+    notebook = [12296.1623, 13124.4826, 14614.4279, 16037.5039, 16184.4582]  # the notebook's printout, in M
+    for (p, d, f, kv, h, l), expected in zip(TABLE_A9_LARGEST, notebook):
+        shape = dict(seq_len=1024, vocab_size=32000, d_model=d, num_heads=h, num_layers=l, ffw_size=f)
+        assert round(chinchilla_params(**shape) / 1e6, 4) == expected
+        # with the real attention width (heads x kv_size) every model is within 0.02% of the paper
+        assert chinchilla_params(**shape, kv_size=kv) == pytest.approx(p, rel=2e-4)
+    # the notebook's count is off by >4% exactly where heads x kv_size != d_model
+    p, d, f, kv, h, l = TABLE_A9_LARGEST[1]
+    assert h * kv != d
+    assert chinchilla_params(1024, 32000, d, h, l, f) / p > 1.04
+
+
+def test_table_a4_matches_notebook():
+    rows = table_a4()
+    assert [r["N"] for r in rows] == [73825280, 305707008, 552604160, 1143453696, 1593126912, 6796274688]
+    assert [r["flops"] for r in rows] == [929877196800, 4135248199680, 7353453772800, 14670316437504,
+                                         20220437594112, 83021046743040]
+    assert [r["approx"] for r in rows] == [907165040640, 3756527714304, 6790399918080, 14050759016448,
+                                          19576343494656, 83512623366144]
+    assert [round(r["ratio"], 6) for r in rows] == [1.025036, 1.100817, 1.082919, 1.044094, 1.032902, 0.994114]
+    # 6ND is within 10% of the exact count for every model
+    assert all(0.99 < r["ratio"] < 1.11 for r in rows)
+
+
+def test_chinchilla_flops_attention_is_quadratic_in_seq_len():
+    shape = dict(vocab_size=32000, d_model=640, num_heads=10, num_layers=10, ffw_size=2560)
+    f = {T: chinchilla_flops(seq_len=T, **shape) for T in (1024, 2048, 4096)}
+    # per sequence: F(T) = a*T + b*T^2, so F(2T) - 2F(T) = 2b*T^2 quadruples when T doubles
+    q1, q2 = f[2048] - 2 * f[1024], f[4096] - 2 * f[2048]
+    assert q1 > 0 and q2 == 4 * q1
+    # that T^2 part is exactly the scores, the weighted sum and the softmax, times 3 (fwd + bwd) and layers
+    T = 1024
+    b = 3 * 10 * (2 * 640 + 2 * 640 + 3 * 10)  # per T^2
+    assert q1 == 2 * b * T * T
+
+
+def test_approach2_fit_matches_notebook():
+    slope, intercept = fit_power_law(*zip(*TABLE3_APPROACH2))
+    assert slope == pytest.approx(1.0409573169995892, abs=1e-9)  # the notebook's "y = 1.0409573169995892x + ..."
+    assert intercept == pytest.approx(0.9353887152390791, abs=1e-8)
+    assert tokens_for_params(124e6) == pytest.approx(2.292426e9, rel=1e-6)  # notebook: 2.292426e+09
+
+
+def test_fit_power_law_recovers_synthetic_truth():
+    x = np.logspace(3, 9, 13)
+    assert fit_power_law(x, 7.5 * x**0.46) == pytest.approx((0.46, math.log10(7.5)))
+    rng = np.random.default_rng(0)
+    noisy = 7.5 * x**0.46 * np.exp(rng.normal(0, 0.02, x.size))
+    slope, intercept = fit_power_law(x, noisy)
+    assert slope == pytest.approx(0.46, abs=0.01)
+    assert power_law(1e6, slope, intercept) == pytest.approx(7.5 * 1e6**0.46, rel=0.05)
+
+
+def test_fit_parabola_recovers_vertex():
+    x = np.linspace(4, 6, 7)
+    a, b, c, x_min = fit_parabola(x, 0.3 * (x - 5.37) ** 2 + 1.8)
+    assert (a, x_min) == pytest.approx((0.3, 5.37))
+    assert c - b * b / (4 * a) == pytest.approx(1.8)
+    # a loss that only falls (no minimum bracketed) has no vertex to report
+    assert fit_parabola(x, -0.2 * (x - 5) ** 2 + 2)[3] is None
+
+
+def test_analyse_recovers_known_exponent_from_synthetic_isoflop_runs():
+    # runs whose loss follows a Chinchilla-shaped law with known exponents: analyse() must find
+    # N_opt ~ C^(beta/(alpha+beta)) from parabolas through five sizes per budget
+    E0, A0, B0, a0, b0 = 1.2, 50.0, 80.0, 0.40, 0.30
+    truth = b0 / (a0 + b0)
+    G = (a0 * A0 / (b0 * B0)) ** (1 / (a0 + b0))
+    runs = []
+    for C in (1e12, 1e13, 1e14, 1e15):
+        n_star = G * (C / 6) ** truth
+        for k in np.linspace(-0.6, 0.6, 5):
+            N = n_star * 10**k
+            D = C / (6 * N)
+            runs.append(dict(budget=C, N=N, tokens=D, val_loss=E0 + A0 / N**a0 + B0 / D**b0))
+    per_budget, exponent = analyse(runs)
+    assert all(row["inside"] for row in per_budget)
+    for row in per_budget:  # each budget's vertex is within 3% of the true optimum
+        assert row["N_opt"] == pytest.approx(G * (row["budget"] / 6) ** truth, rel=0.03)
+    assert exponent["a"] == pytest.approx(truth, abs=0.005)
+    assert exponent["b"] == pytest.approx(1 - truth, abs=0.005)
+
+
+def test_plan_sweep_spends_each_budget():
+    from sizing import flops_per_token, param_counts
+    plan = scaling.SWEEPS["default"]
+    runs = plan_sweep(plan)
+    assert len(runs) == sum(len(shapes) for _, shapes in plan)
+    for r in runs:
+        cfg = scaling.run_config(r["n_layer"], r["n_head"], r["n_embd"])
+        assert r["N"] == param_counts(cfg)["non_embedding"]
+        assert r["flops_per_token"] == flops_per_token(cfg, scaling.BLOCK_SIZE)
+        assert r["tokens"] == r["iters"] * r["batch_size"] * r["block_size"]
+        # rounding to whole iterations misses the budget by at most half an iteration's FLOPs
+        per_iter = r["flops_per_token"] * r["batch_size"] * r["block_size"]
+        assert abs(r["flops"] - r["budget"]) <= per_iter / 2 + 1
+    for C, shapes in plan:
+        sizes = [r["N"] for r in runs if r["budget"] == C]
+        assert sizes == sorted(sizes) and sizes[-1] / sizes[0] > 10  # each budget spans over a decade of N
+    # the window of sizes moves up with the budget
+    firsts = [min(r["N"] for r in runs if r["budget"] == C) for C, _ in plan]
+    assert firsts == sorted(firsts) and len(set(firsts)) == len(firsts)
+
+
+def test_final_val_loss_reads_last_eval(tmp_path):
+    log = tmp_path / "log.jsonl"
+    lines = [dict(iter=0, loss=4.2, val_loss=4.19), dict(iter=10, loss=3.1, lr=1e-3),
+             dict(iter=20, loss=2.5, val_loss=2.61), dict(iter=20, loss=2.5, lr=1e-4)]
+    log.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert final_val_loss(log, 20) == 2.61
+    with pytest.raises(RuntimeError, match="expected 30"):
+        final_val_loss(log, 30)
+    log.write_text(json.dumps(dict(iter=5, loss=3.0)) + "\n")
+    with pytest.raises(RuntimeError, match="no line with val_loss"):
+        final_val_loss(log, 5)
+
+
+def test_cli_prints_reproduced_figures():
+    out = subprocess.run([sys.executable, "scaling.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for figure in ("N = 316.23M, D = 11.65B", "N = 326.12M, D = 11.29B", "log10 D = 1.0410 log10 N + 0.9354",
+                   "GPT-2 small (124M params) -> 2.29B tokens", "1.1008", "12296.1623M"):
+        assert figure in out
+
+
+@pytest.mark.slow
+def test_sweep_quick_end_to_end(tmp_path):
+    shared = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt")
+    data_ready = os.path.exists(os.path.join(ROOT, "data", "shakespeare_char", "train.bin"))
+    if not data_ready and not os.path.exists(shared):
+        pytest.skip("needs data/shakespeare_char prepared, or ../shared/data/tinyshakespeare to prepare it")
+    data_dir = ""
+    if not data_ready:  # prepare a private copy from ../shared, leaving the repo untouched
+        data_dir = str(tmp_path / "shakespeare_char")
+        subprocess.run([sys.executable, os.path.join(ROOT, "data", "shakespeare_char", "prepare.py"),
+                        f"--input={shared}", f"--out_dir={data_dir}"], cwd=ROOT, check=True, capture_output=True)
+    out_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}"]
+    if data_dir:
+        cmd.append(f"--data_dir={data_dir}")
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out_dir / "isoflop.json").read_text())
+    plan = scaling.SWEEPS["quick"]
+    budgets = [C for C, _ in plan]
+    assert len(result["runs"]) == sum(len(shapes) for _, shapes in plan)
+    for r in result["runs"]:
+        # trained: below the uniform guess ln(65) = 4.17 over the 65 characters, and finite
+        assert 0.5 < r["val_loss"] < math.log(65)
+        assert (out_dir / f"C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}" / "log.jsonl").exists()
+    # the bigger budget reaches a lower loss with its best model
+    best = {C: min(r["val_loss"] for r in result["runs"] if r["budget"] == C) for C in budgets}
+    assert best[max(best)] < best[min(best)]
+    assert len(result["per_budget"]) == len(budgets)
+    assert "fit:" in proc.stdout
+    try:
+        import matplotlib  # noqa: F401
+        assert (out_dir / "isoflop.png").stat().st_size > 10_000
+    except ImportError:
+        pass
+    # a second run reuses every finished training instead of repeating it
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout.count("reused") == len(result["runs"])
