@@ -1,0 +1,8 @@
+# Evaluate OpenAI's gpt2-large (774M) on OpenWebText (nanoGPT measured train/val loss of about 2.66):
+#   python train.py config/eval_gpt2_large.py
+# Needs `transformers` (the weights download once) and data/openwebtext/prepare.py's bins.
+batch_size = 8
+eval_iters = 500  # 500 batches of 8 x 1024 tokens per split
+eval_only = True
+wandb_log = False
+init_from = "gpt2-large"

@@ -1,0 +1,372 @@
+"""
+train.py, run as a user runs it (a subprocess) on tiny synthetic datasets with a tiny model: its errors,
+its outputs, exact resume, crash-safe checkpoints, signals, divergence, and DDP on the CPU.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from checkpoint import load_checkpoint, model_from_checkpoint
+from configurator import config_keys, configure
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = 16
+# a 1-layer, 16-wide model on 16-token windows: each run is a second or two of startup and a blink of training
+TINY = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16", "--batch_size=4",
+        "--gradient_accumulation_steps=2", "--eval_iters=2", "--log_interval=1", "--warmup_iters=2",
+        "--lr_decay_iters=8", "--learning_rate=1e-2", "--min_lr=1e-3", "--device=cpu", "--dtype=float32",
+        "--compile=false", "--num_threads=1"]  # 1 thread: the CPU is shared, and spinning threads crawl
+
+
+def make_dataset(folder, n_train=5600, n_val=800, dtype="uint16", offset=0, seed=0):
+    """A learnable token stream (0, 1, ..., 15 repeated, 10% noise) as train.bin, val.bin and meta.json."""
+    rng = np.random.default_rng(seed)
+    n = n_train + n_val
+    tokens = np.where(rng.random(n) < 0.1, rng.integers(0, VOCAB, n), np.arange(n) % VOCAB) + offset
+    os.makedirs(folder, exist_ok=True)
+    tokens[:n_train].astype(dtype).tofile(os.path.join(folder, "train.bin"))
+    tokens[n_train:].astype(dtype).tofile(os.path.join(folder, "val.bin"))
+    meta = {"tokenizer": "char", "vocab_size": VOCAB + offset, "dtype": dtype,
+            "itos": [chr(0x100 + i) for i in range(VOCAB + offset)]}
+    with open(os.path.join(folder, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    return tokens
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    make_dataset(tmp_path / "data")
+    return tmp_path / "data"
+
+
+def run_train(*args, data=None, out=None, timeout=300):
+    cmd = [sys.executable, str(ROOT / "train.py")]
+    cmd += [f"--data_dir={data}"] if data else []
+    cmd += [f"--out_dir={out}"] if out else []
+    return subprocess.run(cmd + TINY + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def records(out):
+    with open(Path(out) / "log.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def losses(out):
+    """(iter, loss) of each logged iteration and (iter, train_loss, val_loss) of each eval."""
+    recs = records(out)
+    return ([(r["iter"], r["loss"]) for r in recs if "loss" in r],
+            [(r["iter"], r["train_loss"], r["val_loss"]) for r in recs if "val_loss" in r])
+
+
+def assert_one_line_error(result, code, *words):
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- configuration and data errors
+
+@pytest.mark.parametrize("args, words", [
+    (["--n_layr=2"], ["n_layr", "command line", "n_layer"]),
+    (["--batch_size=many"], ["batch_size", "int"]),
+    (["--compile=maybe"], ["compile"]),
+    (["--device=tpu"], ["device", "tpu"]),
+    (["--init_from=nonsense"], ["init_from", "nonsense"]),
+])
+def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
+    assert_one_line_error(run_train(*args, out=tmp_path / "out"), 2, *words)
+
+
+def test_unknown_key_in_config_file(tmp_path):
+    cfg = tmp_path / "mine.py"
+    cfg.write_text("batch_size = 4\nbatch_sise = 8\n")
+    result = subprocess.run([sys.executable, "train.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
+    assert_one_line_error(result, 2, "batch_sise", "mine.py", "batch_size")
+
+
+def test_data_errors(tmp_path):
+    # too little data for one window of block_size + 1 tokens
+    make_dataset(tmp_path / "small", n_train=10, n_val=800)
+    assert_one_line_error(run_train(data=tmp_path / "small", out=tmp_path / "o"), 2, "train.bin", "block_size=16")
+    # a folder without meta.json (and no prepare.py to make one)
+    (tmp_path / "empty").mkdir()
+    assert_one_line_error(run_train(data=tmp_path / "empty", out=tmp_path / "o"), 2, "meta.json")
+
+
+def test_missing_bins_run_prepare_py(tmp_path):
+    """No bins but a prepare.py: train.py runs it first (python train.py config/tiny.py is one command)."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    (folder / "prepare.py").write_text(  # writes into the current directory: train.py runs it in its folder
+        "import json, numpy as np\n"
+        "t = np.arange(3000) % 16\n"
+        "t[:2700].astype('uint16').tofile('train.bin'); t[2700:].astype('uint16').tofile('val.bin')\n"
+        "json.dump({'tokenizer': 'char', 'vocab_size': 16, 'itos': [chr(256 + i) for i in range(16)]},"
+        " open('meta.json', 'w'))\n")
+    result = run_train("--max_iters=1", data=folder, out=tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert (folder / "train.bin").exists() and "prepare.py" in result.stdout
+    # a prepare.py that fails is a one-line error
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "prepare.py").write_text("raise SystemExit(3)\n")
+    assert_one_line_error(run_train(data=bad, out=tmp_path / "o2"), 2, "prepare.py", "exit code 3")
+
+
+def test_resume_errors(tmp_path, data_dir):
+    out = tmp_path / "out"
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "no checkpoint")
+    out.mkdir()
+    (out / "ckpt.pt").write_bytes(b"not a checkpoint")
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "cannot read checkpoint")
+    # a checkpoint whose model has another context length than the config asks for
+    torch.save({"model": {}, "model_args": {"block_size": 32}, "optimizer": {}, "iter_num": 1, "best_val_loss": 9.0,
+                "rng": {}, "sampler": {}}, out / "ckpt.pt")
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "block_size=16", "32")
+
+
+# ----------------------------------------------------------------------------- pieces, in process
+
+def test_lr_schedule():
+    lr = train.get_lr
+    assert lr(0, 1.0, 10, 100, 0.1) == pytest.approx(1 / 11)  # warmup never starts at 0
+    warm = [lr(i, 1.0, 10, 100, 0.1) for i in range(11)]
+    assert warm == sorted(warm) and warm[10] == 1.0  # rises linearly to the peak at warmup_iters
+    decay = [lr(i, 1.0, 10, 100, 0.1) for i in range(10, 101)]
+    assert all(a >= b for a, b in zip(decay, decay[1:]))  # then only falls
+    assert lr(55, 1.0, 10, 100, 0.1) == pytest.approx(0.55)  # cosine midpoint: halfway between peak and floor
+    assert lr(100, 1.0, 10, 100, 0.1) == lr(10**6, 1.0, 10, 100, 0.1) == 0.1
+    # warmup as long as (or longer than) the decay: no decay phase, no division by zero
+    assert [lr(i, 1.0, 5, 5, 0.1) for i in (4, 5, 6)] == [pytest.approx(5 / 6), 0.1, 0.1]
+    assert lr(7, 1.0, 9, 5, 0.1) == pytest.approx(0.8)
+    # min_lr above learning_rate is clamped: the schedule never climbs past the peak
+    assert max(lr(i, 1e-3, 2, 10, 1e-2) for i in range(20)) <= 1e-3
+    assert lr(15, 1e-3, 2, 10, 1e-2) == 1e-3
+
+
+def test_load_data_uint32_and_windows(tmp_path):
+    """uint32 bins read as uint32 (ids above 65535 survive), and windows are x and x shifted by one."""
+    tokens = make_dataset(tmp_path, dtype="uint32", offset=70000)
+    train_data, val_data, meta = train.load_data(str(tmp_path), 16)
+    assert meta["vocab_size"] == 70016 and train_data.dtype == np.uint32
+    assert np.array_equal(np.concatenate([train_data, val_data]), tokens)
+    starts = np.array([0, 5, len(train_data) - 17])
+    x, y = train.get_windows(train_data, starts, 16)
+    assert x.shape == y.shape == (3, 16) and x.dtype == torch.int64
+    for row, s in enumerate(starts):
+        assert x[row].tolist() == tokens[s:s + 16].tolist() and y[row].tolist() == tokens[s + 1:s + 17].tolist()
+    # eval windows: fixed, spread over the whole split, all in range
+    ev = train.eval_starts(len(val_data), 16, 50)
+    assert ev[0] == 0 and ev[-1] == len(val_data) - 17 and np.array_equal(ev, train.eval_starts(len(val_data), 16, 50))
+
+
+def test_every_config_file_is_valid():
+    defaults = config_keys(vars(train))
+    names = {p.name for p in (ROOT / "config").glob("*.py")}
+    assert {"tiny.py", "train_shakespeare_char.py", "finetune_shakespeare.py", "train_gpt2.py", "eval_gpt2.py",
+            "eval_gpt2_medium.py", "eval_gpt2_large.py", "eval_gpt2_xl.py"} <= names
+    for name in sorted(names):
+        cfg = train.resolve(configure(defaults, [str(ROOT / "config" / name)]))
+        assert cfg["device"] in ("cpu", "cuda", "mps"), name
+
+
+# ----------------------------------------------------------------------------- a run and what it leaves
+
+def test_run_writes_log_checkpoints_meta_and_plot(tmp_path, data_dir):
+    out = tmp_path / "out"
+    result = run_train("--max_iters=6", "--eval_interval=3", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    recs = records(out)
+    steps = [r for r in recs if "loss" in r]
+    evals = [r for r in recs if "val_loss" in r]
+    assert [r["iter"] for r in steps] == list(range(6)) and [r["iter"] for r in evals] == [0, 3, 6]
+    for r in steps:
+        assert set(r) == {"iter", "loss", "lr", "tokens_per_sec", "elapsed"}
+        assert r["lr"] == pytest.approx(train.get_lr(r["iter"], 1e-2, 2, 8, 1e-3))
+        assert 0 < r["loss"] < 10 and r["tokens_per_sec"] > 0
+    for r in evals:
+        assert set(r) == {"iter", "train_loss", "val_loss", "lr", "elapsed"}
+    elapsed = [r["elapsed"] for r in recs]
+    assert elapsed == sorted(elapsed)
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"]  # it learns
+
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert {"model", "optimizer", "scaler", "model_args", "config", "iter_num", "best_val_loss", "rng",
+            "sampler"} <= set(ckpt)
+    assert ckpt["iter_num"] == 6 and ckpt["scaler"] is None
+    assert ckpt["model_args"]["vocab_size"] == VOCAB and ckpt["model_args"]["n_embd"] == 16
+    assert ckpt["config"]["batch_size"] == 4 and ckpt["config"]["device"] == "cpu"
+    assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])
+    assert ckpt["rng"]["torch"][0].dtype == torch.uint8 and ckpt["sampler"]["generator"].dtype == torch.uint8
+    best = load_checkpoint(out / "best.pt")
+    low = min(evals[1:], key=lambda r: r["val_loss"])  # iter 0 (untrained) is never saved
+    assert best["iter_num"] == low["iter"] and best["best_val_loss"] == pytest.approx(low["val_loss"])
+    assert ckpt["best_val_loss"] == best["best_val_loss"]
+    model_from_checkpoint(ckpt)  # what sample.py does
+    assert json.loads((out / "meta.json").read_text()) == json.loads((data_dir / "meta.json").read_text())
+    try:
+        import matplotlib  # noqa: F401
+        assert (out / "loss.png").stat().st_size > 1000
+    except ImportError:
+        pass
+
+
+def test_resume_continues_exactly(tmp_path, data_dir):
+    """8 iterations in one run == 5 iterations, then resumed for 3: the same losses, bit for bit, and the
+    same final weights. Dropout is on, so the RNG state must come back too, and the data sampler's."""
+    common = ["--dropout=0.2", "--eval_interval=3", "--lr_decay_iters=8"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert run_train(*common, "--max_iters=8", data=data_dir, out=whole).returncode == 0
+    first = run_train(*common, "--max_iters=5", data=data_dir, out=parts)
+    assert first.returncode == 0, first.stderr
+    assert load_checkpoint(parts / "ckpt.pt")["iter_num"] == 5
+    second = run_train(*common, "--max_iters=8", "--init_from=resume", data=data_dir, out=parts)
+    assert second.returncode == 0, second.stderr
+    assert "resume at iter 5" in second.stdout
+    steps, evals = losses(whole)
+    assert [i for i, _ in steps] == list(range(8))
+    assert losses(parts) == (steps, evals)  # exact: the resumed log is the uninterrupted one
+    a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(parts / "ckpt.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
+    """A process that dies halfway through writing ckpt.pt leaves the previous ckpt.pt whole."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=3", "--eval_interval=3", data=data_dir, out=out).returncode == 0
+    before = digest(out / "ckpt.pt")
+    # train.py, resumed to iter 6, with torch.save writing half the checkpoint and then the process dying
+    dying = (
+        "import io, os, runpy, sys, torch\n"
+        "real_save = torch.save\n"
+        "def half_then_die(obj, f, *args, **kwargs):\n"
+        "    buf = io.BytesIO(); real_save(obj, buf)\n"
+        "    f.write(buf.getvalue()[:len(buf.getvalue()) // 2]); f.flush(); os._exit(17)\n"
+        "torch.save = half_then_die\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    args = [f"--data_dir={data_dir}", f"--out_dir={out}", *TINY, "--max_iters=6", "--eval_interval=3",
+            "--init_from=resume"]
+    result = subprocess.run([sys.executable, "-c", dying, "train.py", *args], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 17, result.stderr
+    assert "step 6" in result.stdout  # it did reach the save at iter 6
+    leftovers = list(out.glob("ckpt.pt.tmp.*"))
+    assert len(leftovers) == 1 and 0 < leftovers[0].stat().st_size < (out / "ckpt.pt").stat().st_size
+    assert digest(out / "ckpt.pt") == before
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_saves_checkpoint_and_exits_cleanly(signum, tmp_path, data_dir):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--lr_decay_iters=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while len(train.read_log(out / "log.jsonl")) < 4:  # the eval at 0, then 3 iterations
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "saved" in stdout
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    steps, _ = losses(out)
+    assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
+
+
+def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
+    out = tmp_path / "out"
+    assert run_train("--max_iters=3", "--eval_interval=3", data=data_dir, out=out).returncode == 0
+    before = digest(out / "ckpt.pt"), digest(out / "best.pt")
+    # a learning rate of 1e30 turns the weights to inf within a step: the next losses are nan
+    for extra in (["--eval_interval=1"], ["--eval_interval=1000"]):  # caught by the eval, or by the training loss
+        result = run_train("--max_iters=20", "--init_from=resume", "--learning_rate=1e30", *extra,
+                           data=data_dir, out=out)
+        assert_one_line_error(result, 1, "not finite" if extra == ["--eval_interval=1"] else "loss is nan",
+                              "ckpt.pt")
+        assert (digest(out / "ckpt.pt"), digest(out / "best.pt")) == before
+
+
+# ----------------------------------------------------------------------------- distributed
+
+def test_two_process_ddp_equals_one_process_accumulation(tmp_path, data_dir):
+    """torchrun with 2 CPU processes (gloo), 2 micro-batches each, against 1 process with 4: the same global
+    batch, so the same losses, up to float summation order (relative 1e-5)."""
+    args = ["--gradient_accumulation_steps=4", "--max_iters=4", "--eval_interval=2", "--eval_iters=3"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    single = run_train(*args, data=data_dir, out=one)
+    assert single.returncode == 0, single.stderr
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+           f"--data_dir={data_dir}", f"--out_dir={two}", *TINY, *args]
+    ddp = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    assert "2 process(es)" in ddp.stdout and ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
+    (s1, e1), (s2, e2) = losses(one), losses(two)
+    assert [i for i, _ in s2] == list(range(4)) and [e[0] for e in e2] == [0, 2, 4]  # one writer: no duplicates
+    for (i, a), (j, b) in zip(s1, s2):
+        assert i == j and b == pytest.approx(a, rel=1e-5)
+    for a, b in zip(e1, e2):  # eval over ranks: 3 batches shared out 2 + 1, averaged
+        assert b == pytest.approx(a, rel=1e-5)
+    ckpt = load_checkpoint(two / "ckpt.pt")
+    assert len(ckpt["rng"]["torch"]) == 2  # each process's dropout RNG, for an exact resume
+
+
+def test_init_from_hugging_face_folder(tmp_path, data_dir):
+    """init_from=<a GPT-2 saved by transformers>: imported, its 32-position context cropped to block_size 16."""
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.GPT2Config(vocab_size=VOCAB + 4, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(hf_config).save_pretrained(tmp_path / "hf")
+    out = tmp_path / "out"
+    result = run_train(f"--init_from={tmp_path / 'hf'}", "--max_iters=2", "--eval_interval=2", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["model_args"]["block_size"] == 16 and ckpt["model_args"]["vocab_size"] == VOCAB + 4
+    assert ckpt["model"]["wpe.weight"].shape == (16, 16)
+
+
+def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
+    """--compile=true where torch.compile breaks mid-trial (after a forward has drawn dropout masks and made
+    gradients): a warning, then the same run, loss for loss, as without compile."""
+    breaking = (
+        "import runpy, sys, torch\n"
+        "def broken_compile(model):\n"
+        "    def forward(*args):\n"
+        "        model(*args)[1].backward()\n"
+        "        raise RuntimeError('no C++ compiler here')\n"
+        "    return forward\n"
+        "torch.compile = broken_compile\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    args = [f"--data_dir={data_dir}", *TINY, "--dropout=0.2", "--max_iters=3", "--eval_interval=3"]
+    result = subprocess.run([sys.executable, "-c", breaking, "train.py", *args, f"--out_dir={tmp_path / 'a'}",
+                             "--compile=true"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "warning: torch.compile failed (RuntimeError: no C++ compiler here)" in result.stderr
+    assert run_train("--dropout=0.2", "--max_iters=3", "--eval_interval=3", data=data_dir,
+                     out=tmp_path / "b").returncode == 0
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")

@@ -1,0 +1,571 @@
+"""
+Train a GPT: from scratch, from a checkpoint, or from OpenAI's GPT-2 weights; on a CPU, a GPU, or
+many processes with DDP.
+
+    python train.py config/tiny.py                       # char-level Shakespeare in ~3 minutes on a CPU
+    python train.py config/tiny.py --batch_size=32 --compile=false
+    python train.py config/tiny.py --init_from=resume    # continue exactly where ckpt.pt stopped
+    torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py
+
+out_dir receives:
+    ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
+    best.pt     the state with the lowest val loss so far
+    log.jsonl   one JSON object per line: every log_interval iterations
+                {"iter", "loss", "lr", "tokens_per_sec", "elapsed"} (loss: the iteration's mean over all
+                micro-batches and processes), and every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
+    meta.json   the dataset's tokenizer, so sample.py can decode
+    loss.png    the loss curves (if matplotlib is installed)
+
+Ctrl-C (SIGINT) or SIGTERM saves ckpt.pt at the end of the current iteration and exits with 0.
+A non-finite loss stops the run with exit code 1 and leaves the last good checkpoint alone.
+"""
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
+
+from checkpoint import load_checkpoint, save_checkpoint
+from configurator import FALSE, TRUE, ConfigError, config_keys, configure, run
+from model import GPT, GPTConfig
+from tokenizer import read_meta
+
+# -----------------------------------------------------------------------------
+# default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
+# I/O
+out_dir = "out"
+eval_interval = 2000
+log_interval = 1
+eval_iters = 200  # eval batches per split, always the same windows of the data
+eval_only = False  # evaluate once, then exit
+always_save_checkpoint = True  # ckpt.pt at every eval; False: only when val loss improves
+init_from = "scratch"  # "scratch", "resume" (out_dir/ckpt.pt), "gpt2", "gpt2-medium", ... or a Hugging Face folder
+# wandb logging (optional: a warning, not a crash, if wandb is missing)
+wandb_log = False
+wandb_project = "glassgpt"
+wandb_run_name = "gpt2"
+# data
+dataset = "openwebtext"
+data_dir = ""  # the folder with train.bin, val.bin and meta.json; "" means data/<dataset>
+gradient_accumulation_steps = 5 * 8  # micro-batches per iteration, all processes together
+batch_size = 12  # sequences per micro-batch
+block_size = 1024
+# model (vocab_size comes from the dataset's meta.json)
+n_layer = 12
+n_head = 12
+n_embd = 768
+dropout = 0.0  # 0 for pretraining; try 0.1+ for finetuning
+bias = True  # biases in Linears and LayerNorms, as GPT-2
+norm = "layernorm"  # "layernorm" | "rmsnorm"
+position = "learned"  # "learned" | "sinusoidal" | "rope"
+attention = "sdpa"  # "sdpa" | "manual"
+tie_weights = True  # lm_head shares wte's matrix
+# AdamW
+learning_rate = 6e-4
+max_iters = 600000
+weight_decay = 1e-1
+beta1 = 0.9
+beta2 = 0.95
+grad_clip = 1.0  # clip the gradient's global norm to this; 0 disables
+# learning rate: linear warmup, then cosine decay to min_lr
+decay_lr = True
+warmup_iters = 2000
+lr_decay_iters = 600000  # about max_iters, per Chinchilla
+min_lr = 6e-5  # about learning_rate / 10, per Chinchilla
+# system
+backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
+device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
+dtype = "auto"  # "auto" (bfloat16 where supported, float16 on older GPUs, float32 on CPU) or one of those
+compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
+num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
+seed = 1337
+# -----------------------------------------------------------------------------
+
+_REPO = os.path.dirname(os.path.abspath(__file__))
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "tie_weights")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
+    """The learning rate of iteration it: linear warmup to learning_rate, then cosine down to min_lr."""
+    min_lr = min(min_lr, learning_rate)  # a floor above the peak would make the "decay" climb
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it >= lr_decay_iters:  # also when warmup_iters >= lr_decay_iters: no decay phase, no 0/0
+        return min_lr
+    progress = (it - warmup_iters) / (lr_decay_iters - warmup_iters)  # 0 -> 1
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
+
+
+def resolve(config):
+    """Check the config's values and turn each "auto" into this machine's choice. Raises ConfigError."""
+    c = dict(config)
+    for key in ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
+                "log_interval"):
+        if c[key] < 1:
+            raise ConfigError(f"{key} must be at least 1, got {c[key]}")
+    if c["max_iters"] < 0 or c["num_threads"] < 0:
+        raise ConfigError("max_iters and num_threads must not be negative")
+    if c["init_from"] not in ("scratch", "resume") and not c["init_from"].startswith("gpt2") \
+            and not os.path.isdir(c["init_from"]):
+        raise ConfigError(f"init_from must be scratch, resume, gpt2* or a Hugging Face model folder, "
+                          f"got {c['init_from']!r}")
+    c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
+
+    mps = torch.backends.mps.is_available()
+    if c["device"] == "auto":
+        c["device"] = "cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"
+    try:
+        kind = torch.device(c["device"]).type
+    except RuntimeError:
+        raise ConfigError(f"device={c['device']!r} is not a torch device (try cpu, cuda, cuda:1, mps)") from None
+    if kind not in ("cpu", "cuda", "mps") or (kind == "cuda" and not torch.cuda.is_available()) \
+            or (kind == "mps" and not mps):
+        raise ConfigError(f"device={c['device']!r} is not available here")
+    if kind == "cuda" and "LOCAL_RANK" in os.environ:  # DDP: one GPU per process
+        c["device"] = f"cuda:{os.environ['LOCAL_RANK']}"
+    if c["dtype"] == "auto":
+        cuda_bf16 = kind == "cuda" and torch.cuda.is_bf16_supported()
+        c["dtype"] = "float32" if kind != "cuda" else "bfloat16" if cuda_bf16 else "float16"
+    if c["dtype"] not in DTYPES:
+        raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {c['dtype']!r}")
+    choice = str(c["compile"]).lower()
+    if choice not in ("auto",) + TRUE + FALSE:
+        raise ConfigError(f"compile must be auto, true or false; got {c['compile']!r}")
+    # compiling pays off on GPUs; on CPUs the eager kernels are already the bulk of the time
+    c["compile"] = kind == "cuda" if choice == "auto" else choice in TRUE
+    if c["backend"] == "auto":
+        c["backend"] = "nccl" if kind == "cuda" else "gloo"
+    return c
+
+
+def ensure_data(data_dir, master, ddp):
+    """If data_dir lacks its bins and has a prepare.py, run it once (rank 0; the others wait)."""
+    names = ("train.bin", "val.bin", "meta.json")
+    prepare = os.path.join(data_dir, "prepare.py")
+    if all(os.path.exists(os.path.join(data_dir, n)) for n in names) or not os.path.isfile(prepare):
+        return
+    rc = [0]
+    if master:
+        print(f"{data_dir} has no train.bin/val.bin/meta.json yet: running its prepare.py", flush=True)
+        rc[0] = subprocess.run([sys.executable, prepare], cwd=data_dir).returncode
+    if ddp:
+        dist.broadcast_object_list(rc, src=0)
+    if rc[0] != 0:
+        raise ConfigError(f"{prepare} failed (exit code {rc[0]})")
+
+
+def load_data(data_dir, block_size):
+    """The train and val tokens, memory-mapped once, and the dataset's meta dict."""
+    if not os.path.isdir(data_dir):
+        raise ConfigError(f"no dataset folder {data_dir} (set dataset or data_dir)")
+    meta = read_meta(data_dir)
+    itemsize = np.dtype(meta["dtype"]).itemsize
+    splits = []
+    for split in ("train", "val"):
+        path = os.path.join(data_dir, f"{split}.bin")
+        if not os.path.isfile(path):
+            raise ConfigError(f"no {split}.bin in {data_dir}")
+        size = os.path.getsize(path)
+        if size % itemsize:
+            raise ConfigError(f"{path} is {size} bytes, not a whole number of {meta['dtype']} tokens")
+        if size // itemsize < block_size + 1:  # one window is block_size inputs plus the next token
+            raise ConfigError(f"{path} has {size // itemsize} tokens, too few for block_size={block_size} "
+                              f"(needs at least {block_size + 1})")
+        splits.append(np.memmap(path, dtype=meta["dtype"], mode="r"))
+    return splits[0], splits[1], meta
+
+
+def get_windows(data, starts, block_size):
+    """Inputs x and next-token targets y, each (len(starts), block_size) int64: one gather, no Python loop."""
+    w = torch.from_numpy(data[starts[:, None] + np.arange(block_size + 1)].astype(np.int64))
+    return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+
+
+def eval_starts(n_tokens, block_size, count):
+    """count window starts spread evenly over a split: the same windows at every eval, no RNG involved."""
+    return np.linspace(0, n_tokens - block_size - 1, count).round().astype(np.int64)
+
+
+def read_log(path):
+    """The records of a log.jsonl (a missing file or a torn last line is skipped)."""
+    records = []
+    if os.path.isfile(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass
+    return records
+
+
+def plot_losses(records, path):
+    """loss.png: batch loss per logged iteration and the eval losses. False if matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    steps = [r for r in records if r.get("loss") is not None]
+    evals = [r for r in records if r.get("val_loss") is not None]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
+    ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
+    ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("cross-entropy (nats per token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
+def rng_state(device_type):
+    state = {"torch": torch.get_rng_state()}
+    if device_type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state, device_type):
+    torch.set_rng_state(state["torch"].cpu())
+    if device_type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"].cpu())
+
+
+def compiled_or_eager(model, x, y, ctx, device_type):
+    """
+    torch.compile(model), tried now on one real batch (a training forward and backward, an eval
+    forward) so that a failure falls back to the eager model with a warning before training starts.
+    The random state and gradients are restored: the trial leaves no trace in the run.
+    """
+    state = rng_state(device_type)
+    try:
+        compiled = torch.compile(model)
+        with ctx:
+            _, loss = compiled(x, y)
+        loss.backward()
+        model.eval()
+        with torch.no_grad(), ctx:
+            compiled(x, y)
+        return compiled
+    except Exception as e:
+        first_line = (str(e).strip().splitlines() or [""])[0][:200]
+        print(f"warning: torch.compile failed ({type(e).__name__}: {first_line}); training without it", file=sys.stderr)
+        return model
+    finally:
+        model.train()
+        model.zero_grad(set_to_none=True)
+        set_rng_state(state, device_type)
+
+
+def main():
+    config = resolve(configure(config_keys(globals())))
+    globals().update(config)  # as nanoGPT: from here on every config key is a plain name
+    ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun sets RANK, LOCAL_RANK, WORLD_SIZE
+    if ddp:
+        dist.init_process_group(backend=backend)
+    try:
+        train(config, ddp)
+    finally:
+        if ddp:
+            dist.destroy_process_group()
+
+
+def train(config, ddp):
+    rank = dist.get_rank() if ddp else 0
+    world_size = dist.get_world_size() if ddp else 1
+    master = rank == 0  # only this process prints and writes files
+    if gradient_accumulation_steps % world_size:
+        raise ConfigError(f"gradient_accumulation_steps={gradient_accumulation_steps} must be divisible by "
+                          f"the number of processes ({world_size})")
+    accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
+    tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+    device_type = torch.device(device).type
+    if device_type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # tf32 matmuls on Ampere+: much faster, accurate enough
+        torch.backends.cudnn.allow_tf32 = True
+    if num_threads:
+        torch.set_num_threads(num_threads)
+    elif ddp:  # torchrun sets 1 thread per process; give each process its share of this node's cores
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    torch.manual_seed(seed + rank)  # dropout masks differ per process; the weights are rank 0's (DDP broadcasts)
+    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=DTYPES[dtype])
+
+    # data: the bins are opened once and read by slicing; each split must hold one window
+    ensure_data(data_dir, master, ddp)
+    train_data, val_data, meta = load_data(data_dir, block_size)
+    splits = {"train": train_data, "val": val_data}
+    eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
+
+    # model
+    iter_num, best_val_loss, ckpt = 0, float("inf"), None
+    try:
+        if init_from == "scratch":
+            model_args = {k: config[k] for k in MODEL_KEYS}
+            raw_model = GPT(GPTConfig(vocab_size=meta["vocab_size"], dropout=dropout, **model_args))
+        elif init_from == "resume":
+            ckpt = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), map_location=device)
+            missing = [k for k in ("optimizer", "iter_num", "best_val_loss", "rng", "sampler") if k not in ckpt]
+            if missing:
+                raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
+            model_config = GPTConfig.from_dict(dict(ckpt["model_args"], dropout=dropout))
+            if model_config.block_size != block_size:
+                raise ConfigError(f"resume: block_size={block_size} but the checkpoint's model has "
+                                  f"block_size={model_config.block_size}")
+            raw_model = GPT(model_config)
+            raw_model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()})
+            iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
+        else:
+            raw_model = GPT.from_pretrained(init_from, dropout=dropout)
+            if block_size > raw_model.config.block_size:
+                raise ConfigError(f"block_size={block_size} is longer than {init_from}'s {raw_model.config.block_size}")
+            raw_model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
+    except ConfigError:
+        raise
+    except ImportError as e:
+        raise ConfigError(str(e)) from None
+    except (ValueError, OSError, RuntimeError) as e:  # a bad model shape, a model name Hugging Face cannot find
+        raise ConfigError(f"cannot build the model ({init_from}): {str(e).splitlines()[0][:300]}") from None
+    if meta["vocab_size"] > raw_model.config.vocab_size:
+        raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's "
+                          f"{raw_model.config.vocab_size}")
+    raw_model.to(device)
+    optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
+    sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
+    if ckpt is not None:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        if scaler.is_enabled() and ckpt.get("scaler"):
+            scaler.load_state_dict(ckpt["scaler"])
+        sampler.set_state(ckpt["sampler"]["generator"].cpu())
+
+    def to_device(*tensors):
+        if device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
+            return [t.pin_memory().to(device, non_blocking=True) for t in tensors]
+        return [t.to(device) for t in tensors]
+
+    def get_batch():
+        """This process's micro-batches, (accum, batch_size, block_size) each for x and y. The iteration's
+        global batch is drawn whole from the shared sampler and each process takes its slice, so the
+        global batch is the same for any number of processes."""
+        starts = torch.randint(len(train_data) - block_size, (gradient_accumulation_steps * batch_size,),
+                               generator=sampler).numpy()
+        mine = starts[rank * accum * batch_size:(rank + 1) * accum * batch_size]
+        x, y = get_windows(train_data, mine, block_size)
+        return to_device(x.view(accum, batch_size, block_size), y.view(accum, batch_size, block_size))
+
+    t0 = time.time()
+    model = raw_model
+    if compile:
+        x, y = to_device(*get_windows(train_data, eval_windows["train"][:batch_size], block_size))
+        model = compiled_or_eager(raw_model, x, y, ctx, device_type)
+    train_model = model
+    if ddp:  # averages the gradients across processes during backward
+        train_model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
+
+    @torch.no_grad()
+    def estimate_loss():
+        """Mean loss over each split's fixed eval windows; the eval batches are shared out among the processes."""
+        model.eval()
+        out = {}
+        for split, data in splits.items():
+            total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
+            for k in range(rank, eval_iters, world_size):
+                starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
+                x, y = to_device(*get_windows(data, starts, block_size))
+                with ctx:
+                    _, loss = model(x, y)
+                total += torch.stack((loss.float(), torch.ones((), device=device)))
+            if ddp:
+                dist.all_reduce(total)
+            out[split] = (total[0] / total[1]).item()
+        model.train()
+        return out
+
+    def save(names):
+        """Write the full training state to out_dir/<name> for each name. Every process must call this."""
+        states = [rng_state(device_type)]
+        if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly
+            states = [None] * world_size
+            dist.all_gather_object(states, rng_state(device_type))
+        if not master:
+            return
+        rng = {"torch": [s["torch"] for s in states]}
+        if device_type == "cuda":
+            rng["cuda"] = [s["cuda"] for s in states]
+        state = {
+            "model": raw_model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+            "model_args": asdict(raw_model.config),
+            "config": config,
+            "iter_num": iter_num,
+            "best_val_loss": best_val_loss,
+            "rng": rng,
+            "sampler": {"generator": sampler.get_state()},
+        }
+        for name in names:
+            save_checkpoint(state, os.path.join(out_dir, name))
+
+    def say(message):
+        if master:
+            tqdm.write(message)
+            sys.stdout.flush()
+
+    # out_dir: meta.json for sample.py, and log.jsonl (a resume keeps the records before its iteration)
+    log_path = os.path.join(out_dir, "log.jsonl")
+    if master:
+        os.makedirs(out_dir, exist_ok=True)
+        meta_out = os.path.join(out_dir, "meta.json")
+        if not os.path.exists(meta_out) or not os.path.samefile(os.path.join(data_dir, "meta.json"), meta_out):
+            shutil.copyfile(os.path.join(data_dir, "meta.json"), meta_out)
+        kept = [r for r in read_log(log_path) if r.get("iter", 0) < iter_num] if init_from == "resume" else []
+        log_file = open(log_path, "w")
+        for r in kept:
+            log_file.write(json.dumps(r) + "\n")
+        log_file.flush()
+
+    def log(record):
+        if master:  # strict JSON: a diverged (nan, inf) value is written as null
+            record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
+            log_file.write(json.dumps(record) + "\n")
+            log_file.flush()
+            if wandb_run is not None:
+                wandb_run.log(record)
+
+    wandb_run = None
+    if wandb_log and master:
+        try:
+            import wandb
+            wandb_run = wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+        except Exception as e:  # not installed, not logged in, offline: train anyway
+            print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
+
+    if ckpt is not None:  # last, so that nothing above consumes the restored random numbers
+        if len(ckpt["rng"]["torch"]) == world_size:
+            set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
+        elif master:
+            print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
+                  "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
+        ckpt = None  # free the memory
+    say(f"{raw_model.get_num_params():,} parameters (non-embedding) | vocab {meta['vocab_size']} "
+        f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")
+    say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
+        f"{world_size} process(es) x {torch.get_num_threads()} threads | {tokens_per_iter:,} tokens per iteration")
+
+    stop_requested = []  # the signal handler only records; the loop acts at the end of the iteration
+
+    def request_stop(signum, frame):
+        if stop_requested:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        stop_requested.append(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    def fail(message):
+        bar.close()
+        if master:
+            print(f"error: {message}; stopped, {out_dir}/ckpt.pt is the last good checkpoint", file=sys.stderr)
+        raise SystemExit(1)
+
+    bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
+               disable=not (master and sys.stderr.isatty()))
+    start_iter, stop, lr = iter_num, False, learning_rate
+    tokens_since_log, time_since_log = 0, 0.0
+    while True:
+        if stop:
+            save(["ckpt.pt"])
+            say(f"{stop_requested[0] if stop_requested else 'signal'} at iter {iter_num}: saved {out_dir}/ckpt.pt; "
+                "continue with --init_from=resume")
+            break
+
+        # evaluate and checkpoint
+        if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
+            losses = estimate_loss()
+            lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
+            log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
+                 "elapsed": time.time() - t0})
+            say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
+                fail(f"eval loss is not finite at iter {iter_num} (train {losses['train']}, val {losses['val']})")
+            if iter_num > start_iter and not eval_only:  # at start_iter there is nothing new to save
+                improved = losses["val"] < best_val_loss
+                best_val_loss = min(best_val_loss, losses["val"])
+                names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
+                if names:
+                    save(names)
+        if iter_num >= max_iters or eval_only:
+            break
+
+        # one iteration: accum micro-batches per process, then one optimizer step
+        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        t = time.time()
+        xs, ys = get_batch()
+        loss_sum = torch.zeros((), device=device)
+        for micro_step in range(accum):
+            # DDP averages gradients across processes; only on the last micro-batch is that needed
+            sync = not ddp or micro_step == accum - 1
+            with (nullcontext() if sync else train_model.no_sync()):
+                with ctx:
+                    _, loss = train_model(xs[micro_step], ys[micro_step])
+                loss_sum += loss.detach()
+                scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
+        # one collective for the logged loss (mean over micro-batches and processes) and the stop flag
+        stats = torch.stack((loss_sum / accum, torch.tensor(float(bool(stop_requested)), device=device)))
+        if ddp:
+            dist.all_reduce(stats)
+        loss_value, stop = stats[0].item() / world_size, stats[1].item() > 0  # .item() waits for the GPU
+        if not math.isfinite(loss_value):
+            fail(f"loss is {loss_value} at iter {iter_num}")
+        if grad_clip > 0.0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        tokens_since_log += tokens_per_iter
+        time_since_log += time.time() - t
+
+        if iter_num % log_interval == 0:
+            tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
+            elapsed = time.time() - t0
+            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed})
+            say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
+            bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
+            tokens_since_log, time_since_log = 0, 0.0
+        iter_num += 1
+        bar.update(1)
+
+    bar.close()
+    if master:
+        log_file.close()
+        plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"))
+        if wandb_run is not None:
+            wandb_run.finish()
+        if not (eval_only or stop):
+            say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+
+
+if __name__ == "__main__":
+    run(main)
