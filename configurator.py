@@ -106,6 +106,41 @@ def config_keys(namespace):
             if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
 
 
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def resolve_device(device="auto", dtype="auto"):
+    """
+    (device, device type, dtype name) for this machine: device "auto" is cuda, then mps, then cpu;
+    dtype "auto" is bfloat16 on GPUs that have it, float16 on other GPUs, float32 elsewhere.
+    """
+    import torch  # here, so that sizing.py's arithmetic needs no torch
+    mps = torch.backends.mps.is_available()
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ConfigError(f"device={device!r} is not a torch device (try cpu, cuda, cuda:1, mps)") from None
+    if kind not in ("cpu", "cuda", "mps") or (kind == "cuda" and not torch.cuda.is_available()) \
+            or (kind == "mps" and not mps):
+        raise ConfigError(f"device={device!r} is not available here")
+    if dtype == "auto":
+        dtype = "float32" if kind != "cuda" else "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
+    return device, kind, dtype
+
+
+def autocast(device_type, dtype):
+    """Matmuls in a low-precision dtype, softmax and norms kept in float32; nothing to do in float32."""
+    import contextlib
+    import torch
+    if dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=getattr(torch, dtype))
+
+
 def run(main):
     """Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2."""
     try:

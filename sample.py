@@ -11,12 +11,11 @@ Samples go to stdout, separated by a line of dashes; what was loaded goes to std
 import os
 import sys
 import time
-from contextlib import nullcontext
 
 import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
-from configurator import ConfigError, config_keys, configure, run
+from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
 from model import GPT
 from tokenizer import gpt2_meta, load_tokenizer, read_meta, stream_decode
 
@@ -38,31 +37,10 @@ compile = False  # torch.compile the forward: compiling takes a while (a minute 
 # -----------------------------------------------------------------------------
 DEFAULTS = config_keys(globals())
 REPO = os.path.dirname(os.path.abspath(__file__))
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
-
-
-def pick_device(name):
-    if name != "auto":
-        return name
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def pick_dtype(name, device_type):
-    if name != "auto":
-        if name not in DTYPES:
-            raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {name!r}")
-        return name
-    if device_type == "cuda":
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    return "float32"
 
 
 def check(cfg):
@@ -141,11 +119,7 @@ def main(argv=None):
     cfg = configure(DEFAULTS, argv, nullable=("top_k",))
     check(cfg)
     torch.manual_seed(cfg["seed"])
-    dev = pick_device(cfg["device"])
-    device_type = "cuda" if dev.startswith("cuda") else dev
-    ptdtype = DTYPES[pick_dtype(cfg["dtype"], device_type)]
-    # autocast runs matmuls in the low precision dtype and keeps the rest (softmax, norms) in float32
-    autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+    dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
 
     model, meta, loaded = load_model(cfg)
     if meta["vocab_size"] > model.config.vocab_size:
@@ -164,7 +138,7 @@ def main(argv=None):
     t0, n_tokens = time.time(), 0
     for _ in range(cfg["num_samples"]):
         print(text, end="", flush=True)
-        with torch.no_grad(), autocast:
+        with torch.no_grad(), autocast(device_type, dtype):
             tokens = (t.item() for t in model.generate_tokens(
                 x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
             for piece in stream_decode(meta, tokens):

@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from checkpoint import load_checkpoint, save_checkpoint
-from configurator import FALSE, TRUE, ConfigError, config_keys, configure, run
+from configurator import FALSE, TRUE, ConfigError, autocast, config_keys, configure, resolve_device, run
 from model import GPT, GPTConfig
 from tokenizer import read_meta
 
@@ -95,7 +95,6 @@ seed = 1337
 
 _REPO = os.path.dirname(os.path.abspath(__file__))
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "tie_weights")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
@@ -124,23 +123,9 @@ def resolve(config):
                           f"got {c['init_from']!r}")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
-    mps = torch.backends.mps.is_available()
-    if c["device"] == "auto":
-        c["device"] = "cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"
-    try:
-        kind = torch.device(c["device"]).type
-    except RuntimeError:
-        raise ConfigError(f"device={c['device']!r} is not a torch device (try cpu, cuda, cuda:1, mps)") from None
-    if kind not in ("cpu", "cuda", "mps") or (kind == "cuda" and not torch.cuda.is_available()) \
-            or (kind == "mps" and not mps):
-        raise ConfigError(f"device={c['device']!r} is not available here")
+    c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])
     if kind == "cuda" and "LOCAL_RANK" in os.environ:  # DDP: one GPU per process
         c["device"] = f"cuda:{os.environ['LOCAL_RANK']}"
-    if c["dtype"] == "auto":
-        cuda_bf16 = kind == "cuda" and torch.cuda.is_bf16_supported()
-        c["dtype"] = "float32" if kind != "cuda" else "bfloat16" if cuda_bf16 else "float16"
-    if c["dtype"] not in DTYPES:
-        raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {c['dtype']!r}")
     choice = str(c["compile"]).lower()
     if choice not in ("auto",) + TRUE + FALSE:
         raise ConfigError(f"compile must be auto, true or false; got {c['compile']!r}")
@@ -307,7 +292,7 @@ def train(config, ddp):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     torch.manual_seed(seed + rank)  # dropout masks differ per process; the weights are rank 0's (DDP broadcasts)
-    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=DTYPES[dtype])
+    ctx = autocast(device_type, dtype)
 
     # data: the bins are opened once and read by slicing; each split must hold one window
     ensure_data(data_dir, master, ddp)
