@@ -1,0 +1,522 @@
+"""
+How fast glassgpt runs on this machine, measured now. Every figure is a median over repeats taken
+after warm-up; a compact table is printed and --json writes the same figures for scripts.
+
+    python bench.py --mode=peak                       # fp32 matmul peak GFLOP/s (large square matmuls)
+    python bench.py --mode=train config/tiny.py --batch_size=12   # tokens/s, FLOPs, MFU of a training step
+    python bench.py --mode=train --profile            # ... and the ops the time goes to
+    python bench.py --mode=sample                     # generation tokens/s with and without the KV cache
+    python bench.py --mode=attention --backward       # attention time and memory against T, fitted slopes
+    python bench.py --mode=attention --quick --json out.json
+
+Keys are checked as train.py's are (config files may set keys this script does not use, which are
+ignored); bare --flag means --flag=true and --json PATH means --json=PATH.
+"""
+
+import contextlib
+import ctypes
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+
+import torch
+from torch.nn import functional as F
+
+from configurator import ConfigError, configure, run
+from model import GPT, GPTConfig
+from sizing import flops_per_token
+
+MODES = ("peak", "train", "sample", "attention")
+COMMON = dict(mode="train", quick=False, json="", seed=1337, threads=0, repeats=0, warmup=0, device="cpu")
+PEAK = dict(dtype="float32", peak_sizes="2048,3072,4096")
+MODEL_SWITCHES = dict(dropout=0.0, bias=True, norm="layernorm", position="learned", attention="sdpa",
+                      tie_weights=True)
+DEFAULTS = {
+    "peak": dict(PEAK),
+    # nanoGPT's documented CPU recipe shape (its README: 4 layers, 4 heads, 128 wide, block 64, batch 12)
+    "train": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, **MODEL_SWITCHES,
+                  batch_size=12, gradient_accumulation_steps=1, compile=False, profile=False,
+                  optimizer="default", weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99,
+                  grad_clip=1.0, data_dir="", **PEAK),
+    # the issue's generation target: 6 layers, 6 heads, 384 wide, block 256, 255 new tokens from 1
+    "sample": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, **MODEL_SWITCHES,
+                   new_tokens=255, prompt_len=1, init_std=0.3),
+    "attention": dict(batch_size=1, n_head=6, head_size=64, t_min=128, t_max=4096, backward=False),
+}
+QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
+    "peak": dict(peak_sizes="256,512"),
+    "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
+    "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
+    "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
+}
+REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3)}  # (normal, quick)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+# ----------------------------------------------------------------------------- timing and machine
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def median_time(fn, repeats, warmup, device):
+    """Median seconds of fn() over repeats calls, after warmup untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def machine_info():
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            found = re.search(r"model name\s*:\s*(.+)", f.read())
+            cpu = found.group(1).strip() if found else cpu
+    return {"torch": torch.__version__, "python": platform.python_version(), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def machine_line(m):
+    omp = f", OMP_NUM_THREADS={m['OMP_NUM_THREADS']}" if m["OMP_NUM_THREADS"] else ""
+    gpu = f", GPU {m['cuda']}" if m["cuda"] else ""
+    line = (f"machine: torch {m['torch']}, python {m['python']}, {m['cpu']}, {m['cpu_count']} CPUs, "
+            f"{m['threads']} threads (interop {m['interop_threads']}){omp}{gpu}")
+    if m["load_avg_1m"] is not None:
+        line += f", load {m['load_avg_1m']:.1f} (1-min average)"
+        if m["load_avg_1m"] > m["cpu_count"]:  # other work on the cores: figures come out low and noisy
+            line += " (busy: others share the CPU, expect low, noisy figures)"
+    return line
+
+
+def slope(xs, ys):
+    """Least-squares slope of log y against log x: 1 is linear growth, 2 quadratic. NaN if < 2 points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if y and y > 0]
+    if len(pts) < 2:
+        return float("nan")
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+
+
+# ----------------------------------------------------------------------------- peak
+
+def measure_peak(cfg):
+    """GFLOP/s of n x n matmuls (2n^3 FLOPs each) per size, and the peak: the best size's median."""
+    device, dtype = cfg["device"], DTYPES[cfg["dtype"]]
+    try:
+        sizes = [int(s) for s in cfg["peak_sizes"].split(",")]
+    except ValueError:
+        raise ConfigError(f"peak_sizes must be comma-separated integers, got {cfg['peak_sizes']!r}") from None
+    per_size = {}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
+        dt = median_time(lambda: torch.mm(a, b, out=out), cfg["repeats"], cfg["warmup"], device)
+        per_size[n] = 2 * n**3 / dt / 1e9
+    p = {"dtype": cfg["dtype"], "gflops_by_size": per_size, "peak_gflops": max(per_size.values())}
+    if device == "cpu" and cfg["dtype"] == "float32" and torch.backends.mkldnn.is_available():
+        # torch.mm (and so nn.Linear) runs fp32 on MKL's sgemm; oneDNN's fp32 GEMM can be much faster
+        # on some CPUs (MKL takes its slower path on AMD), so say what the hardware could do too
+        n = max(sizes)
+        a, w = torch.randn(n, n).to_mkldnn(), torch.randn(n, n).to_mkldnn()
+        with contextlib.suppress(RuntimeError, AttributeError):
+            dt = median_time(lambda: torch._C._nn.mkldnn_linear(a, w, None), cfg["repeats"], cfg["warmup"], device)
+            p["onednn_gflops"] = 2 * n**3 / dt / 1e9
+    return p
+
+
+def peak_table(p):
+    sizes = "  ".join(f"n={n}: {g:.1f}" for n, g in p["gflops_by_size"].items())
+    line = f"{p['dtype']} torch.mm GFLOP/s  {sizes}  -> peak {p['peak_gflops']:.1f} GFLOP/s"
+    if "onednn_gflops" in p:
+        line += f"  (oneDNN fp32 linear, n={max(p['gflops_by_size'])}: {p['onednn_gflops']:.1f}, not used for MFU)"
+    return line
+
+
+def bench_peak(cfg):
+    p = measure_peak(cfg)
+    return p, [peak_table(p)]
+
+
+# ----------------------------------------------------------------------------- train
+
+def model_config(cfg):
+    try:
+        return GPTConfig.from_dict(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+OPTIMIZERS = {"fused": dict(fused=True), "foreach": dict(foreach=True), "forloop": dict(foreach=False)}
+
+
+def make_optimizer(model, cfg):
+    """The optimizer train.py builds (configure_optimizers), or one AdamW implementation by name."""
+    betas = (cfg["beta1"], cfg["beta2"])
+    opt = model.configure_optimizers(cfg["weight_decay"], cfg["learning_rate"], betas, cfg["device"].split(":")[0])
+    if cfg["optimizer"] == "default":
+        return opt
+    groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in opt.param_groups]
+    return torch.optim.AdamW(groups, lr=cfg["learning_rate"], betas=betas, **OPTIMIZERS[cfg["optimizer"]])
+
+
+def bench_train(cfg):
+    device = cfg["device"]
+    if cfg["optimizer"] not in ("default", *OPTIMIZERS):
+        raise ConfigError(f"optimizer must be default, {', '.join(OPTIMIZERS)}; got {cfg['optimizer']!r}")
+    for key in ("batch_size", "gradient_accumulation_steps"):
+        if cfg[key] < 1:
+            raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
+    peak = measure_peak(cfg)  # in this run, in this dtype: MFU compares like with like
+    config = model_config(cfg)
+    B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]
+    model = GPT(config).to(device)
+    model.train()
+    opt = make_optimizer(model, cfg)
+    fused = opt.defaults.get("fused")
+    foreach = opt.defaults.get("foreach")
+    step_model = torch.compile(model) if cfg["compile"] else model
+    autocast = (torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if cfg["dtype"] == "bfloat16"
+                else contextlib.nullcontext())
+    # synthetic tokens: the step's cost does not depend on which tokens they are
+    x = torch.randint(0, config.vocab_size, (B, T), device=device)
+    y = torch.randint(0, config.vocab_size, (B, T), device=device)
+    phases = {"forward": [], "backward": [], "optimizer": []}
+
+    def step():
+        t_fwd = t_bwd = 0.0
+        for _ in range(accum):
+            t0 = time.perf_counter()
+            with autocast:
+                _, loss = step_model(x, y)
+            sync(device)
+            t1 = time.perf_counter()
+            (loss / accum).backward()
+            sync(device)
+            t_fwd, t_bwd = t_fwd + t1 - t0, t_bwd + time.perf_counter() - t1
+        t2 = time.perf_counter()
+        if cfg["grad_clip"]:  # as train.py: the global gradient norm, clipped
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync(device)
+        for name, t in (("forward", t_fwd), ("backward", t_bwd), ("optimizer", time.perf_counter() - t2)):
+            phases[name].append(t)
+
+    dt = median_time(step, cfg["repeats"], cfg["warmup"], device)
+    phase_ms = {k: 1e3 * statistics.median(v[-cfg["repeats"]:]) for k, v in phases.items()}
+    tokens = B * T * accum
+    flops = flops_per_token(config, T) * tokens  # 6N + 12LHQT per token (sizing.py)
+    r = {"model": {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size",
+                                                   "norm", "position", "attention", "bias", "dropout")},
+         "batch_size": B, "gradient_accumulation_steps": accum, "dtype": cfg["dtype"], "compile": cfg["compile"],
+         "optimizer": {"name": cfg["optimizer"], "fused": fused, "foreach": foreach},
+         "grad_clip": cfg["grad_clip"], "params": model.get_num_params(), "step_ms": 1e3 * dt, "phase_ms": phase_ms,
+         "tokens_per_step": tokens, "tokens_per_s": tokens / dt, "flops_per_step": flops,
+         "gflops": flops / dt / 1e9, "peak": peak, "mfu": flops / dt / (peak["peak_gflops"] * 1e9)}
+    lines = [peak_table(peak),
+             f"model {r['model']['n_layer']}L {r['model']['n_head']}H {r['model']['n_embd']}d block {T} "
+             f"vocab {config.vocab_size}, {r['params']:,} non-embedding params, batch {B} x accum {accum}, "
+             f"{cfg['dtype']}, compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, AdamW fused={fused} foreach={foreach}",
+             f"{'step ms':>9}{'fwd':>8}{'bwd':>8}{'opt':>8}{'tokens/s':>11}{'GFLOP/step':>12}{'GFLOP/s':>9}{'MFU':>8}",
+             f"{r['step_ms']:9.2f}{phase_ms['forward']:8.2f}{phase_ms['backward']:8.2f}{phase_ms['optimizer']:8.2f}"
+             f"{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{100 * r['mfu']:7.1f}%"]
+    if cfg["data_dir"]:
+        r["data"] = bench_data(cfg, B * accum, T, dt)
+        lines.append(f"data: {r['data']['ms_per_batch']:.3f} ms per batch of {B * accum} windows from "
+                     f"{cfg['data_dir']} (train.py's get_windows), {100 * r['data']['share_of_step']:.1f}% of a step")
+    if cfg["profile"]:
+        r["profile"], table = profile_steps(step, device)
+        lines += ["", table]
+    return r, lines
+
+
+def bench_data(cfg, n_windows, T, step_s):
+    """Time train.py's batch drawing (random window starts, one gather from the memory-mapped train.bin)."""
+    from train import get_windows, load_data  # only here: the step timing needs no dataset
+    train_data, _, _ = load_data(cfg["data_dir"], T)
+
+    def draw():
+        starts = torch.randint(len(train_data) - T, (n_windows,)).numpy()
+        return get_windows(train_data, starts, T)
+
+    dt = median_time(draw, max(cfg["repeats"], 20), cfg["warmup"], "cpu")
+    return {"ms_per_batch": 1e3 * dt, "share_of_step": dt / (dt + step_s)}
+
+
+def profile_steps(step, device, n_steps=10, top=15):
+    """The ops the time goes to over n_steps steps: self time per step, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=activities) as prof:
+        for _ in range(n_steps):
+            step()
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events)
+    rows = [{"op": e.key, "calls_per_step": e.count / n_steps, "self_ms_per_step": e.self_cpu_time_total / 1e3 / n_steps,
+             "share": e.self_cpu_time_total / total} for e in events[:top]]
+    lines = [f"top ops by self CPU time ({n_steps} profiled steps, profiler overhead included)",
+             f"{'op':<44}{'calls':>7}{'ms/step':>9}{'share':>8}"]
+    lines += [f"{r['op'][:43]:<44}{r['calls_per_step']:7.0f}{r['self_ms_per_step']:9.3f}{100 * r['share']:7.1f}%"
+              for r in rows]
+    return rows, "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- sample
+
+def bench_sample(cfg):
+    config = model_config(cfg)
+    device = cfg["device"]
+    n_new, n_prompt = cfg["new_tokens"], cfg["prompt_len"]
+    if n_new < 1 or n_prompt < 1:
+        raise ConfigError(f"new_tokens and prompt_len must be >= 1, got {n_new} and {n_prompt}")
+    model = GPT(config).to(device).eval()
+    # GPT-2's init (std 0.02) gives near-uniform logits whose greedy token barely changes; sharper
+    # weights make greedy decoding pick varied tokens, so "identical outputs" means something
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, cfg["init_std"])
+    prompt = torch.randint(0, config.vocab_size, (1, n_prompt), device=device)
+    outputs = {}
+
+    def generate(use_cache):
+        outputs[use_cache] = model.generate(prompt, n_new, temperature=0.0, use_cache=use_cache)
+
+    dt = {c: median_time(lambda: generate(c), cfg["repeats"], cfg["warmup"], device) for c in (True, False)}
+    same = torch.equal(outputs[True], outputs[False])
+    diff = (outputs[True] != outputs[False])[0].nonzero()
+    new = outputs[True][0, n_prompt:]
+    r = {"model": {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size",
+                                                   "position", "attention")},
+         "prompt_len": n_prompt, "new_tokens": n_new, "init_std": cfg["init_std"],
+         "cache_tokens_per_s": n_new / dt[True], "recompute_tokens_per_s": n_new / dt[False],
+         "speedup": dt[False] / dt[True], "identical": same,
+         "first_mismatch": None if same else int(diff[0]) - n_prompt,
+         "distinct_tokens": int(new.unique().numel()), "longest_repeat_run": longest_run(new.tolist())}
+    lines = [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
+             f"{config.vocab_size} (weights re-drawn with std {cfg['init_std']}), {n_new} greedy tokens from a "
+             f"{n_prompt}-token prompt",
+             f"{'cache tok/s':>12}{'recompute tok/s':>17}{'speedup':>9}{'identical':>11}{'distinct':>10}",
+             f"{r['cache_tokens_per_s']:12,.0f}{r['recompute_tokens_per_s']:17,.0f}{r['speedup']:8.1f}x"
+             f"{str(same):>11}{r['distinct_tokens']:>10}"]
+    if not same:
+        lines.append(f"outputs differ first at new token {r['first_mismatch']}")
+    return r, lines
+
+
+def longest_run(tokens):
+    best = run_len = 1
+    for a, b in zip(tokens, tokens[1:]):
+        run_len = run_len + 1 if a == b else 1
+        best = max(best, run_len)
+    return best
+
+
+# ----------------------------------------------------------------------------- attention
+
+def attention_manual(q, k, v, mask):
+    """model.py's manual path: the explicit T x T scores, masked, softmaxed, times v."""
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    att = att.masked_fill(~mask, float("-inf"))
+    return F.softmax(att, dim=-1) @ v
+
+
+def attention_sdpa(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class PeakMemory:
+    """
+    Peak bytes an op adds above what was resident before it. CUDA: the caching allocator's peak.
+    Linux CPU: the process's peak resident set (VmHWM), reset via /proc/self/clear_refs; glibc is
+    told to mmap every block of 64 KiB or more and unmap it on free, so a freed tensor leaves the
+    resident set and the next op's peak starts from the same baseline. None elsewhere.
+    """
+
+    def __init__(self, device):
+        self.cuda = device.startswith("cuda")
+        self.method = "torch.cuda.max_memory_allocated above the pre-op allocation" if self.cuda else None
+        if not self.cuda and sys.platform.startswith("linux"):
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+                # M_MMAP_THRESHOLD (-3) and M_TRIM_THRESHOLD (-1); a fixed value also stops glibc's
+                # dynamic threshold, which would otherwise keep freed blocks in the heap
+                if libc.mallopt(-3, 64 * 1024) and libc.mallopt(-1, 64 * 1024):
+                    self._reset()
+                    self.method = ("peak RSS above the pre-op RSS (Linux VmHWM reset via /proc/self/clear_refs, "
+                                   "glibc mmap threshold 64 KiB): everything the op materialises, kernels' scratch too")
+            except OSError:
+                pass
+
+    def _reset(self):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+    def _status(self, key):
+        with open("/proc/self/status") as f:
+            return 1024 * int(re.search(key + r":\s+(\d+)", f.read()).group(1))
+
+    def measure(self, fn):
+        if self.method is None:
+            return None
+        if self.cuda:
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            out = fn()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+        else:
+            base = self._status("VmRSS")
+            self._reset()
+            out = fn()
+            peak = self._status("VmHWM") - base
+        del out
+        return max(peak, 0)
+
+
+def bench_attention(cfg):
+    device = cfg["device"]
+    B, nh, hs = cfg["batch_size"], cfg["n_head"], cfg["head_size"]
+    if min(B, nh, hs, cfg["t_min"]) < 1 or cfg["t_max"] < cfg["t_min"]:
+        raise ConfigError("batch_size, n_head, head_size, t_min must be >= 1 and t_max >= t_min")
+    Ts = [1 << i for i in range(cfg["t_min"].bit_length() - 1, cfg["t_max"].bit_length())
+          if cfg["t_min"] <= 1 << i <= cfg["t_max"]]
+    paths = {"manual": attention_manual, "sdpa": attention_sdpa}
+    mem = PeakMemory(device)
+    rows = []
+    for T in Ts:
+        q, k, v = (torch.randn(B, nh, T, hs, device=device, requires_grad=cfg["backward"]) for _ in range(3))
+        mask = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # model.py's buffer, made once
+        grad = torch.randn(B, nh, T, hs, device=device)
+        row = {"T": T}
+        for name, op in paths.items():
+            def run_op():
+                y = op(q, k, v, mask)
+                if cfg["backward"]:
+                    y.backward(grad)
+                    for t in (q, k, v):
+                        t.grad = None
+                return y
+            with torch.set_grad_enabled(cfg["backward"]):
+                row[name + "_ms"] = 1e3 * median_time(run_op, cfg["repeats"], cfg["warmup"], device)
+                row[name + "_bytes"] = mem.measure(run_op)
+        if row["manual_bytes"] is not None:  # the T x T fp32 tensor the manual path makes (several times)
+            row["scores_bytes"] = B * nh * T * T * 4
+        rows.append(row)
+        del q, k, v, mask, grad
+    large = Ts[len(Ts) // 2:] if len(Ts) >= 4 else Ts  # the upper half: where the asymptote shows
+    slopes = {}
+    for name in paths:
+        for what in ("ms", "bytes"):
+            ys = [r[f"{name}_{what}"] for r in rows]
+            if ys[0] is None:
+                continue
+            key = "time" if what == "ms" else "memory"
+            slopes[f"{name}_{key}"] = slope(Ts, ys)
+            slopes[f"{name}_{key}_large_T"] = slope(large, ys[-len(large):])
+    r = {"batch_size": B, "n_head": nh, "head_size": hs, "backward": cfg["backward"], "T": Ts, "rows": rows,
+         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method}
+    what = "forward+backward" if cfg["backward"] else "forward"
+    mib = lambda b: "n/a" if b is None else f"{b / 2**20:.2f}"
+    lines = [f"causal attention alone, {what}: q, k, v of shape ({B}, {nh}, T, {hs}), fp32",
+             f"{'T':>6}{'manual ms':>11}{'sdpa ms':>10}{'manual MiB':>12}{'sdpa MiB':>10}{'T*T*4 MiB':>11}"]
+    for row in rows:
+        lines.append(f"{row['T']:>6}{row['manual_ms']:11.3f}{row['sdpa_ms']:10.3f}{mib(row['manual_bytes']):>12}"
+                     f"{mib(row['sdpa_bytes']):>10}{mib(row.get('scores_bytes')):>11}")
+    for label, suffix in (("log-log slope, all T", ""), (f"log-log slope, T >= {large[0]}", "_large_T")):
+        s = {k: slopes.get(k + suffix) for k in ("manual_time", "sdpa_time", "manual_memory", "sdpa_memory")}
+        lines.append(f"{label:<26} time: manual {fmt(s['manual_time'])} sdpa {fmt(s['sdpa_time'])}   "
+                     f"memory: manual {fmt(s['manual_memory'])} sdpa {fmt(s['sdpa_memory'])}")
+    lines.append(f"memory: {mem.method or 'not measurable on this platform'}; T*T*4 = one fp32 score matrix per "
+                 f"head and batch row, times {B * nh}")
+    return r, lines
+
+
+def fmt(x):
+    return "n/a" if x is None or math.isnan(x) else f"{x:.2f}"
+
+
+# ----------------------------------------------------------------------------- main
+
+def normalize_argv(argv, defaults):
+    """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        key = arg[2:]
+        if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(key), bool):
+            arg = f"--{key}=true"
+        elif arg == "--json" and i + 1 < len(argv):
+            arg, i = f"--json={argv[i + 1]}", i + 1
+        out.append(arg)
+        i += 1
+    return out
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    modes = [a.partition("=")[2] for a in argv if a.startswith("--mode=")]
+    mode = modes[-1] if modes else COMMON["mode"]
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    defaults = {**COMMON, **DEFAULTS[mode]}
+    argv = normalize_argv(argv, defaults)
+    cfg = configure(defaults, argv, strict_files=False)
+    if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
+        cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
+    cfg["mode"] = mode
+    normal, quick = REPEATS[mode]
+    cfg["repeats"] = cfg["repeats"] or (quick if cfg["quick"] else normal)
+    cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
+    if cfg["repeats"] < 1 or cfg["warmup"] < 1:
+        raise ConfigError("repeats and warmup must be >= 1 (0 picks the mode's default)")
+    if cfg["device"] == "auto":  # as train.py, less mps
+        cfg["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg["device"].startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {cfg['device']} asked for, but torch sees no CUDA device")
+    if cfg["threads"] > 0:
+        torch.set_num_threads(cfg["threads"])
+    if cfg.get("dtype") == "auto":  # as train.py: bfloat16 where the GPU has it, float32 on a CPU
+        cuda_bf16 = cfg["device"].startswith("cuda") and torch.cuda.is_bf16_supported()
+        cfg["dtype"] = "bfloat16" if cuda_bf16 else "float32"
+    if cfg.get("dtype", "float32") not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {cfg['dtype']!r}")
+    torch.manual_seed(cfg["seed"])
+    machine = machine_info()
+    print(machine_line(machine))
+    result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
+                     "attention": bench_attention}[mode](cfg)
+    print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
+    print("\n".join(lines))
+    if cfg["json"]:
+        report = {"mode": mode, "machine": machine, "settings": cfg, **result}
+        try:
+            with open(cfg["json"], "w") as f:
+                json.dump(report, f, indent=1)
+        except OSError as e:
+            raise ConfigError(f"cannot write {cfg['json']}: {e.strerror}") from None
+    return result
+
+
+if __name__ == "__main__":
+    run(main)
