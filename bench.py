@@ -38,8 +38,9 @@ MODEL_SWITCHES = dict(dropout=0.0, bias=True, norm="layernorm", position="learne
                       tie_weights=True)
 DEFAULTS = {
     "peak": dict(PEAK),
-    # nanoGPT's documented CPU recipe shape (its README: 4 layers, 4 heads, 128 wide, block 64, batch 12)
-    "train": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, **MODEL_SWITCHES,
+    # nanoGPT's documented CPU recipe shape (its README: 4 layers, 4 heads, 128 wide, block 64, batch 12,
+    # and nanoGPT's default bias=False)
+    "train": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, **dict(MODEL_SWITCHES, bias=False),
                   batch_size=12, gradient_accumulation_steps=1, compile=False, profile=False,
                   optimizer="default", weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99,
                   grad_clip=1.0, data_dir="", **PEAK),
