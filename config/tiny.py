@@ -18,8 +18,8 @@ n_layer = 4
 n_head = 4
 n_embd = 128
 dropout = 0.0  # too few iterations to overfit
-# the model switches that earned their place: rotary positions learn word shapes from the first
-# steps, RMSNorm and no biases cost less per step (docs/cpu.md has the measurements)
+# the model switches that earned their place: with rotary positions, RMSNorm and no biases the val
+# loss is 0.05-0.15 lower at every step (docs/cpu.md has the measurements)
 position = "rope"
 norm = "rmsnorm"
 bias = False

@@ -66,7 +66,7 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 65, "itos": chars, "dtype": "uint16"}))
     r, out = run_bench(tmp_path, "--mode=train", str(cfg), "--batch_size=3", "--profile", f"--data_dir={data}")
     assert r["model"]["n_layer"] == 1 and r["model"]["n_embd"] == 32 and r["batch_size"] == 3
-    config = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=65)
+    config = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=65, bias=False)  # bench: nanoGPT recipe, no biases
     assert r["tokens_per_step"] == 3 * 16
     assert r["flops_per_step"] == flops_per_token(config, 16) * 3 * 16  # sizing.py's 6N + 12LHQT
     assert r["tokens_per_s"] == pytest.approx(r["tokens_per_step"] / (r["step_ms"] / 1e3))

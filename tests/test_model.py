@@ -20,15 +20,6 @@ POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is as fast, and far faster when other jobs share the 2 cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(**kw):
     args = dict(block_size=16, vocab_size=50, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
     args.update(kw)

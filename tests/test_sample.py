@@ -22,15 +22,6 @@ SEP = "\n---------------\n"
 VOCAB = "\n ,.:;!?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # no '-': the separator stays unambiguous
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models generate faster on one thread, and much faster than two on a CPU other jobs share."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def write_checkpoint(path, seed=0, block_size=32, dataset="shakespeare_char"):
     torch.manual_seed(seed)
     config = GPTConfig(block_size=block_size, vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=32)

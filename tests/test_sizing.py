@@ -19,15 +19,6 @@ from sizing import BLOCK_PARTS, flops_per_token, forward_flops, gpt_params, memo
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is as fast, and far faster when other jobs share the 2 cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # name: (n_layer, n_head, n_embd, total parameters as Hugging Face / nanoGPT count them)
 GPT2_SHAPES = {
     "gpt2": (12, 12, 768, 124_439_808),

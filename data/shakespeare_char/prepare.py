@@ -144,14 +144,15 @@ def shakespeare_text(folder, input_path=None):
                   f"({len(text):,} characters): NOT the canonical tiny Shakespeare")
 
 
-def main():
+def main(tokenizer="char", here=os.path.dirname(os.path.abspath(__file__))):
+    """Prepare tiny Shakespeare with tokenizer into here (data/shakespeare/prepare.py calls it with gpt2)."""
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--input", help="a tiny Shakespeare input.txt you already have")
-    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--out_dir", default=here)
     args = parser.parse_args()
-    text, source = shakespeare_text(os.path.dirname(os.path.abspath(__file__)), args.input)
+    text, source = shakespeare_text(here, args.input)
     print(f"source: {source}")
-    prepare_text(text, "char", args.out_dir, val_fraction=0.1, source=source)
+    prepare_text(text, tokenizer, args.out_dir, val_fraction=0.1, source=source)
 
 
 if __name__ == "__main__":
