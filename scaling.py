@@ -3,7 +3,7 @@ Chinchilla's scaling laws (Hoffmann et al. 2022, https://arxiv.org/abs/2203.1555
 with the figures of nanoGPT's scaling_laws notebook, and run in miniature on this machine.
 
     python scaling.py                          # the reproduced figures, in a few milliseconds
-    python scaling.py sweep                    # IsoFLOP experiment with train.py (~20 min, 2 cores)
+    python scaling.py sweep                    # IsoFLOP experiment with train.py (~11 min, 2 cores)
     python scaling.py sweep --quick            # the same, smaller (~2 min)
     python scaling.py sweep --out_dir=out-scaling --dataset=shakespeare_char
 
