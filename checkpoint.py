@@ -36,8 +36,9 @@ def load_checkpoint(path, map_location="cpu"):
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:
-        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
+        raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
+                          f"({type(e).__name__})") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt

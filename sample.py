@@ -94,25 +94,29 @@ def find_meta(folder, train_config):
     return gpt2_meta(), "GPT-2's BPE (no meta.json found)"
 
 
-def read_prompt(start, meta):
-    if start.startswith("FILE:"):
-        path = start[len("FILE:"):]
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
-        if not text:
-            raise ConfigError(f"prompt file {path} is empty")
-    else:
-        text = start.replace("\\n", "\n")  # a shell passes --start="\n" as a backslash and an n
+def read_prompt(start):
+    """The prompt text: --start as typed, or a file's contents with --start=FILE:path."""
+    if not start.startswith("FILE:"):
+        return start.replace("\\n", "\n")  # a shell passes --start="\n" as a backslash and an n
+    path = start[len("FILE:"):]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not text:
+        raise ConfigError(f"prompt file {path} is empty")
+    return text
+
+
+def encode_prompt(text, meta):
     encode, _ = load_tokenizer(meta)
     ids = encode(text)
     if not ids:
         if meta["tokenizer"] != "gpt2":
             raise ConfigError("the prompt is empty: pass --start with some text")
         ids = encode("<|endoftext|>")  # GPT-2's "start of a document"
-    return text, ids
+    return ids
 
 
 def main(argv=None):
@@ -121,6 +125,7 @@ def main(argv=None):
     torch.manual_seed(cfg["seed"])
     dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
 
+    text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg)
     if meta["vocab_size"] > model.config.vocab_size:
         raise ConfigError(f"the tokenizer has {meta['vocab_size']} tokens but the model only "
@@ -131,7 +136,7 @@ def main(argv=None):
             model.forward = torch.compile(model.forward)
         except Exception as e:
             log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
-    text, ids = read_prompt(cfg["start"], meta)
+    ids = encode_prompt(text, meta)
     log(loaded)  # only now: a bad input leaves just its one error line on stderr
     x = torch.tensor([ids], dtype=torch.long, device=dev)
 

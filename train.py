@@ -315,6 +315,13 @@ def train(config, ddp):
             if model_config.block_size != block_size:
                 raise ConfigError(f"resume: block_size={block_size} but the checkpoint's model has "
                                   f"block_size={model_config.block_size}")
+            trained_meta = os.path.join(out_dir, "meta.json")
+            if os.path.isfile(trained_meta):  # the same ids must mean the same characters or tokens
+                was = read_meta(out_dir)
+                if any(was.get(k) != meta.get(k) for k in ("tokenizer", "vocab_size", "itos")):
+                    raise ConfigError(f"resume: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
+                                      f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
+                                      f"{was['tokenizer']}, vocab {was['vocab_size']})")
             raw_model = GPT(model_config)
             raw_model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()})
             iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
@@ -418,7 +425,12 @@ def train(config, ddp):
     # out_dir: meta.json for sample.py, and log.jsonl (a resume keeps the records before its iteration)
     log_path = os.path.join(out_dir, "log.jsonl")
     if master:
-        os.makedirs(out_dir, exist_ok=True)
+        try:
+            os.makedirs(out_dir or ".", exist_ok=True)
+            if not out_dir or not os.access(out_dir, os.W_OK):
+                raise OSError("not writable" if out_dir else "empty name")
+        except OSError as e:
+            raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
         meta_out = os.path.join(out_dir, "meta.json")
         if not os.path.exists(meta_out) or not os.path.samefile(os.path.join(data_dir, "meta.json"), meta_out):
             shutil.copyfile(os.path.join(data_dir, "meta.json"), meta_out)
@@ -451,7 +463,8 @@ def train(config, ddp):
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
         ckpt = None  # free the memory
-    say(f"{raw_model.get_num_params():,} parameters (non-embedding) | vocab {meta['vocab_size']} "
+    say(f"{raw_model.get_num_params(non_embedding=False):,} parameters "
+        f"({raw_model.get_num_params():,} non-embedding, as nanoGPT counts) | vocab {meta['vocab_size']} "
         f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
         f"{world_size} process(es) x {torch.get_num_threads()} threads | {tokens_per_iter:,} tokens per iteration")

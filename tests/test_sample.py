@@ -141,6 +141,8 @@ def bad_cases(out_dir):
     (out_dir / "garbage").mkdir()
     (out_dir / "garbage" / "best.pt").write_text("not a checkpoint at all")
     (out_dir / "empty_prompt.txt").write_text("")
+    (out_dir / "zero").mkdir()
+    (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
     return {
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"no folder {out_dir / 'nope'}"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
@@ -149,6 +151,9 @@ def bad_cases(out_dir):
         "char not in vocab": ([f"--out_dir={out_dir}", "--start=ROMEO: 1+1"], "character '1' is not in this char-level vocabulary"),
         "empty prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'empty_prompt.txt'}"], "is empty"),
         "missing prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'nope.txt'}"], "cannot read prompt file"),
+        # the prompt is read before any model is loaded: no wait for GPT-2's weights to find a typo
+        "missing prompt file, gpt2": (["--init_from=gpt2", f"--start=FILE:{out_dir / 'nope.txt'}"], "cannot read prompt file"),
+        "zero-byte checkpoint": ([f"--out_dir={out_dir / 'zero'}"], "cannot read checkpoint"),
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
         "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
         "bad init_from": (["--init_from=llama"], "init_from must be resume, gpt2"),

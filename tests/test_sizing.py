@@ -5,6 +5,7 @@ published numbers and every config switch), FLOPs counted by torch, bytes on dis
 
 import io
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -214,6 +215,21 @@ def test_cli_reads_a_train_config_and_overrides(tmp_path):
     r = sizing(str(cfg), "--n_layer=48")  # gpt2-xl
     assert r.returncode == 0, r.stderr
     assert "n_layer=48" in r.stdout and "1,557,611,200" in r.stdout and "matches" in r.stdout
+
+
+def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
+    """config/tiny.py trains on shakespeare_char: sized with GPT-2's 50257 tokens it would be 7M, not 0.8M."""
+    data = ROOT / "data" / "shakespeare_char" / "meta.json"
+    cfg = tmp_path / "c.py"
+    cfg.write_text("dataset = 'no_such_dataset'\nn_layer = 2\n")
+    r = sizing(str(cfg))
+    assert r.returncode == 0 and "vocab_size=50257" in r.stdout and "not found" in r.stderr
+    if data.is_file():  # prepared (train.py prepares it on first use)
+        r = sizing(str(ROOT / "config" / "tiny.py"))
+        vocab = json.loads(data.read_text())["vocab_size"]
+        assert r.returncode == 0 and f"vocab_size={vocab} " in r.stdout and "matches" in r.stdout
+    r = sizing(str(ROOT / "config" / "tiny.py"), "--vocab_size=100")  # by hand wins
+    assert r.returncode == 0 and "vocab_size=100 " in r.stdout
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -141,6 +141,28 @@ def test_resume_errors(tmp_path, data_dir):
     torch.save({"model": {}, "model_args": {"block_size": 32}, "optimizer": {}, "iter_num": 1, "best_val_loss": 9.0,
                 "rng": {}, "sampler": {}}, out / "ckpt.pt")
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "block_size=16", "32")
+    (out / "ckpt.pt").write_bytes(b"")  # a zero-byte file: torch's error has no message at all
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "cannot read checkpoint")
+
+
+def test_resume_refuses_another_tokenizer(tmp_path, data_dir):
+    """Resuming on a dataset whose ids mean other characters would silently train on garbage."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    meta = json.loads((data_dir / "meta.json").read_text())
+    meta["itos"] = meta["itos"][::-1]  # same size, other characters
+    (data_dir / "meta.json").write_text(json.dumps(meta))
+    before = (out / "meta.json").read_text()
+    assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", data=data_dir, out=out), 2,
+                          "not the tokenizer this model was trained with")
+    assert (out / "meta.json").read_text() == before  # the model's own tokenizer is left alone
+
+
+def test_unusable_out_dir_is_one_line(tmp_path, data_dir):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert_one_line_error(run_train("--max_iters=1", data=data_dir, out=a_file), 2, "cannot use out_dir")
+    assert_one_line_error(run_train("--max_iters=1", "--out_dir=", data=data_dir), 2, "cannot use out_dir")
 
 
 # ----------------------------------------------------------------------------- pieces, in process
