@@ -27,7 +27,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-from configurator import ConfigError, configure, run
+from configurator import ConfigError, autocast, configure, resolve_device, run
 from model import GPT, GPTConfig
 from sizing import flops_per_token
 
@@ -195,8 +195,7 @@ def bench_train(cfg):
     fused = opt.defaults.get("fused")
     foreach = opt.defaults.get("foreach")
     step_model = torch.compile(model) if cfg["compile"] else model
-    autocast = (torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if cfg["dtype"] == "bfloat16"
-                else contextlib.nullcontext())
+    amp = autocast(torch.device(device).type, cfg["dtype"])
     # synthetic tokens: the step's cost does not depend on which tokens they are
     x = torch.randint(0, config.vocab_size, (B, T), device=device)
     y = torch.randint(0, config.vocab_size, (B, T), device=device)
@@ -206,7 +205,7 @@ def bench_train(cfg):
         t_fwd = t_bwd = 0.0
         for _ in range(accum):
             t0 = time.perf_counter()
-            with autocast:
+            with amp:
                 _, loss = step_model(x, y)
             sync(device)
             t1 = time.perf_counter()
@@ -402,6 +401,8 @@ def bench_attention(cfg):
         raise ConfigError("batch_size, n_head, head_size, t_min must be >= 1 and t_max >= t_min")
     Ts = [1 << i for i in range(cfg["t_min"].bit_length() - 1, cfg["t_max"].bit_length())
           if cfg["t_min"] <= 1 << i <= cfg["t_max"]]
+    if not Ts:
+        raise ConfigError(f"no power of 2 between t_min={cfg['t_min']} and t_max={cfg['t_max']}")
     paths = {"manual": attention_manual, "sdpa": attention_sdpa}
     mem = PeakMemory(device)
     rows = []
@@ -491,17 +492,13 @@ def main(argv=None):
     cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
     if cfg["repeats"] < 1 or cfg["warmup"] < 1:
         raise ConfigError("repeats and warmup must be >= 1 (0 picks the mode's default)")
-    if cfg["device"] == "auto":  # as train.py, less mps
-        cfg["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-    if cfg["device"].startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {cfg['device']} asked for, but torch sees no CUDA device")
+    cfg["device"], device_type, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    if device_type == "mps" or dtype not in DTYPES:
+        raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
+    if "dtype" in cfg:
+        cfg["dtype"] = dtype
     if cfg["threads"] > 0:
         torch.set_num_threads(cfg["threads"])
-    if cfg.get("dtype") == "auto":  # as train.py: bfloat16 where the GPU has it, float32 on a CPU
-        cuda_bf16 = cfg["device"].startswith("cuda") and torch.cuda.is_bf16_supported()
-        cfg["dtype"] = "bfloat16" if cuda_bf16 else "float32"
-    if cfg.get("dtype", "float32") not in DTYPES:
-        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {cfg['dtype']!r}")
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
     print(machine_line(machine))

@@ -44,9 +44,9 @@ def load_checkpoint(path, map_location="cpu"):
     return ckpt
 
 
-def model_from_checkpoint(ckpt):
-    """The GPT a checkpoint holds, weights loaded, on the CPU."""
-    model = GPT(GPTConfig(**ckpt["model_args"]))
+def model_from_checkpoint(ckpt, **overrides):
+    """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
+    model = GPT(GPTConfig.from_dict({**ckpt["model_args"], **overrides}))
     # torch.compile wraps the model and prefixes its keys; strip it from older or foreign files
     state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
     model.load_state_dict(state)

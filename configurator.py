@@ -10,6 +10,7 @@ the script defines and every value must fit the default's type; otherwise a one-
 import ast
 import difflib
 import sys
+import types
 
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -81,7 +82,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=()):
             except Exception as e:
                 raise ConfigError(f"config file {arg} failed: {type(e).__name__}: {e}") from None
             for key, value in scope.items():
-                if key.startswith("_") or type(value).__name__ in ("module", "function", "type"):
+                if key.startswith("_") or callable(value) or isinstance(value, types.ModuleType):  # imports, helpers
                     continue
                 if key not in defaults:
                     if not strict_files:

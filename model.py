@@ -350,8 +350,9 @@ class GPT(nn.Module):
                 logits, _ = self(idx[:, -block_size:])
             elif cache is not None and cache.pos < block_size:
                 logits, _ = self(idx[:, -1:], kv_cache=cache)
-            else:  # first step, or the window moved: prefill a new cache
-                cache = KVCache(self.config.n_layer, block_size)
+            else:  # first step, or the window moved: prefill the cache again from the window's start
+                cache = cache or KVCache(self.config.n_layer, block_size)
+                cache.pos = 0  # the buffers are reused; only their contents are rebuilt
                 logits, _ = self(idx[:, -block_size:], kv_cache=cache)
             next_token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
             idx = torch.cat((idx, next_token), dim=1)

@@ -32,7 +32,7 @@ top_p = None  # nucleus sampling: the smallest set of tokens whose probability r
 seed = 1337
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
 dtype = "auto"  # "auto" (bfloat16 where supported, float16 on other GPUs, float32 on cpu) | "float32" | "bfloat16" | "float16"
-use_cache = True  # KV cache: each new token costs one position, not the whole context
+use_cache = True  # KV cache: each new token costs one position, not the whole context (up to block_size)
 compile = False  # torch.compile the forward: compiling takes a while (a minute on a CPU), so only for long runs
 # -----------------------------------------------------------------------------
 DEFAULTS = config_keys(globals())
@@ -131,14 +131,18 @@ def main(argv=None):
         raise ConfigError(f"the tokenizer has {meta['vocab_size']} tokens but the model only "
                           f"{model.config.vocab_size}: wrong meta.json for this checkpoint?")
     model.eval().to(dev)
-    if cfg["compile"]:
-        try:  # compile forward, which generate_tokens calls through the module
-            model.forward = torch.compile(model.forward)
-        except Exception as e:
-            log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
     ids = encode_prompt(text, meta)
     log(loaded)  # only now: a bad input leaves just its one error line on stderr
     x = torch.tensor([ids], dtype=torch.long, device=dev)
+    if cfg["compile"]:
+        eager = model.forward
+        try:  # torch.compile is lazy: compiling happens, and fails, at the first call, so make it here
+            model.forward = torch.compile(eager)
+            with torch.no_grad(), autocast(device_type, dtype):
+                model(x[:, -model.config.block_size:])
+        except Exception as e:
+            model.forward = eager
+            log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
 
     t0, n_tokens = time.time(), 0
     for _ in range(cfg["num_samples"]):

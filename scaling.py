@@ -406,7 +406,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         for n, future in enumerate(as_completed(futures), 1):
             r = futures[future]
             seconds, error = future.result()
-            if error:
+            if error:  # stop now: do not wait for the rest of the queue to train first
+                pool.shutdown(wait=False, cancel_futures=True)
                 raise SystemExit(f"error: train.py failed for {r['run_dir']}: {error}")
             r["seconds"] = seconds
             r["val_loss"] = final_val_loss(os.path.join(r["run_dir"], "log.jsonl"), r["iters"])

@@ -7,11 +7,11 @@ training memory, checkpoint size. tests/ prove every count equals the instantiat
     python sizing.py --n_layer=48 --n_head=25 --n_embd=1600   # gpt2-xl, sized in a second
 """
 
-import json
 import os
 import sys
 
 from configurator import ConfigError, configure, config_keys, run
+from tokenizer import read_meta
 
 
 def gpt_params(seq_len, vocab_size, d_model, num_heads, num_layers):
@@ -154,17 +154,18 @@ def main():
     from model import GPTConfig
     defaults = config_keys(vars(GPTConfig()))
     defaults["seq_len"] = 0  # 0: block_size
-    defaults["dataset"] = ""  # a train config's dataset: its meta.json gives the vocab_size train.py would use
+    defaults["vocab_size"] = 0  # 0: the config's dataset's vocab_size, as train.py would use, else GPT-2's
+    defaults["dataset"] = ""
     # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
     cfg = configure(defaults, strict_files=False)
     seq_len, dataset = cfg.pop("seq_len"), cfg.pop("dataset")
-    meta = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset, "meta.json")
-    if dataset and cfg["vocab_size"] == defaults["vocab_size"]:  # not set by hand
-        if os.path.isfile(meta):
-            with open(meta) as f:
-                cfg["vocab_size"] = json.load(f)["vocab_size"]
-        else:
-            print(f"note: {meta} not found (run data/{dataset}/prepare.py, or pass --vocab_size): "
+    if not cfg["vocab_size"]:
+        cfg["vocab_size"] = GPTConfig.vocab_size
+        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
+        if dataset and os.path.isfile(os.path.join(folder, "meta.json")):
+            cfg["vocab_size"] = read_meta(folder)["vocab_size"]
+        elif dataset:
+            print(f"note: {folder}/meta.json not found (run data/{dataset}/prepare.py, or pass --vocab_size): "
                   f"sizing with GPT-2's vocab_size {cfg['vocab_size']}", file=sys.stderr)
     try:
         config = GPTConfig(**cfg)

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import load_checkpoint, save_checkpoint
+from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import FALSE, TRUE, ConfigError, autocast, config_keys, configure, resolve_device, run
 from model import GPT, GPTConfig
 from tokenizer import read_meta
@@ -311,10 +311,10 @@ def train(config, ddp):
             missing = [k for k in ("optimizer", "iter_num", "best_val_loss", "rng", "sampler") if k not in ckpt]
             if missing:
                 raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
-            model_config = GPTConfig.from_dict(dict(ckpt["model_args"], dropout=dropout))
-            if model_config.block_size != block_size:
+            trained_block = ckpt["model_args"].get("block_size")
+            if trained_block != block_size:
                 raise ConfigError(f"resume: block_size={block_size} but the checkpoint's model has "
-                                  f"block_size={model_config.block_size}")
+                                  f"block_size={trained_block}")
             trained_meta = os.path.join(out_dir, "meta.json")
             if os.path.isfile(trained_meta):  # the same ids must mean the same characters or tokens
                 was = read_meta(out_dir)
@@ -322,8 +322,7 @@ def train(config, ddp):
                     raise ConfigError(f"resume: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
                                       f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
                                       f"{was['tokenizer']}, vocab {was['vocab_size']})")
-            raw_model = GPT(model_config)
-            raw_model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()})
+            raw_model = model_from_checkpoint(ckpt, dropout=dropout)
             iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
         else:
             raw_model = GPT.from_pretrained(init_from, dropout=dropout)

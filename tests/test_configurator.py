@@ -175,3 +175,9 @@ def test_none_is_refused_where_the_script_needs_a_value(tmp_path):
         configure(DEFAULTS, ["--batch_size=None"])
     with pytest.raises(ConfigError, match="'top_k' in .* cannot be None"):
         configure(DEFAULTS, [write(tmp_path, "top_k = None\n")])
+
+
+def test_config_file_may_import_and_define_helpers(tmp_path):
+    """Names a config file imports or defines (math's sqrt, a lambda) are not config keys."""
+    path = write(tmp_path, "from math import sqrt\nsquare = lambda x: x * x\nbatch_size = int(sqrt(16))\n")
+    assert configure(DEFAULTS, [path])["batch_size"] == 4
