@@ -337,16 +337,11 @@ def sweep_table(runs, per_budget, exponent):
 
 
 def dataset_vocab_size(data_dir):
-    """vocab_size from the dataset's meta.json, running its prepare.py first if it has not been run."""
-    meta_path = os.path.join(data_dir, "meta.json")
-    prepare = os.path.join(data_dir, "prepare.py")
-    if not os.path.exists(meta_path) and os.path.isfile(prepare):
-        print(f"{data_dir} is not prepared yet: running its prepare.py", flush=True)
-        subprocess.run([sys.executable, prepare], cwd=data_dir, check=False)
-    if not os.path.exists(meta_path):
-        raise SystemExit(f"error: no {meta_path}: prepare the dataset first (data/<name>/prepare.py)")
-    with open(meta_path) as f:
-        return int(json.load(f)["vocab_size"])
+    """vocab_size from the dataset's meta.json, running its prepare.py first as train.py would."""
+    from train import ensure_data  # imported here: only a sweep needs train.py (and torch)
+    from tokenizer import read_meta
+    ensure_data(data_dir, master=True, ddp=False)
+    return read_meta(data_dir)["vocab_size"]
 
 
 def train_one(cmd, cwd):
@@ -490,4 +485,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from configurator import run
+    run(main)  # a dataset that cannot be prepared or read is one line, as in train.py
