@@ -267,6 +267,8 @@ def main():
         dist.init_process_group(backend=backend)
     try:
         train(config, ddp)
+        if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
+            dist.barrier()
     finally:
         if ddp:
             dist.destroy_process_group()
@@ -486,7 +488,7 @@ def train(config, ddp):
 
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
-    start_iter, stop, lr = iter_num, False, learning_rate
+    start_iter, stop = iter_num, False
     tokens_since_log, time_since_log = 0, 0.0
     while True:
         if stop:
@@ -495,10 +497,10 @@ def train(config, ddp):
                 "continue with --init_from=resume")
             break
 
+        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
         # evaluate and checkpoint
         if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
             losses = estimate_loss()
-            lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
             log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
                  "elapsed": time.time() - t0})
             say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
@@ -514,7 +516,6 @@ def train(config, ddp):
             break
 
         # one iteration: accum micro-batches per process, then one optimizer step
-        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
         for group in optimizer.param_groups:
             group["lr"] = lr
         t = time.time()
