@@ -27,7 +27,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-from configurator import ConfigError, autocast, configure, resolve_device, run
+from configurator import ConfigError, autocast, configure, keep_freed_memory, resolve_device, run
 from model import GPT, GPTConfig
 from sizing import flops_per_token
 
@@ -186,6 +186,8 @@ def bench_train(cfg):
     for key in ("batch_size", "gradient_accumulation_steps"):
         if cfg[key] < 1:
             raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
+    if device.startswith("cpu"):
+        keep_freed_memory()  # as train.py does
     peak = measure_peak(cfg)  # in this run, in this dtype: MFU compares like with like
     config = model_config(cfg)
     B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]

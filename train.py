@@ -38,7 +38,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-from configurator import FALSE, TRUE, ConfigError, autocast, config_keys, configure, resolve_device, run
+from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
+                          resolve_device, run)
 from model import GPT, GPTConfig
 from tokenizer import read_meta
 
@@ -288,6 +289,8 @@ def train(config, ddp):
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True  # tf32 matmuls on Ampere+: much faster, accurate enough
         torch.backends.cudnn.allow_tf32 = True
+    if device_type == "cpu":
+        keep_freed_memory()  # each step reuses the last step's memory instead of faulting it in again
     if num_threads:
         torch.set_num_threads(num_threads)
     elif ddp:  # torchrun sets 1 thread per process; give each process its share of this node's cores
