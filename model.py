@@ -197,8 +197,8 @@ class TanhGELU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, s = ctx.saved_tensors
-        x_dz = (x * x).mul_(3 * GELU_C * GELU_A).add_(GELU_C).mul_(x)  # x * 2z'(x)
-        return x_dz.mul_(s).mul_(1 - s).add_(s).mul_(dy)
+        t = (x * x).mul_(3 * GELU_C * GELU_A).add_(GELU_C).mul_(x).mul_(s)  # x * 2z'(x) * s
+        return t.addcmul_(t, s, value=-1).add_(s).mul_(dy)  # (t - t*s + s) * dy
 
 
 def gelu(x):
