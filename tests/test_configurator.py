@@ -166,6 +166,16 @@ def test_run_turns_a_config_error_into_one_line_and_exit_2(capsys):
     assert captured.err == "error: unknown config key 'bogus' on the command line\n"
 
 
+def test_run_turns_ctrl_c_into_one_line_and_exit_130(capsys):
+    def main():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exit_info:
+        run(main)
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
 def test_run_lets_other_errors_through():
     """A bug is not bad input: it keeps its traceback."""
     def main():
@@ -190,12 +200,12 @@ def test_config_file_may_import_and_define_helpers(tmp_path):
 
 
 STEPS_FAULTS = """
-import resource, sys, torch
+import resource, statistics, sys, torch
 from configurator import keep_freed_memory
 from model import GPT, GPTConfig
 torch.set_num_threads(1)
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
-model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=65))
+model = GPT(GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, bias=False))
 opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
 x = torch.randint(0, 65, (12, 64))
 def steps(n):
@@ -206,23 +216,18 @@ def steps(n):
         opt.step()
         opt.zero_grad(set_to_none=True)
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / n
-steps(3)
-print(kept, steps(5))
+steps(5)
+print(kept, statistics.median(steps(2) for _ in range(7)))  # the median window: one-off faults aside
 """
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's (Linux)")
 def test_keep_freed_memory_stops_the_page_faults_of_each_step():
-    def run_steps(mode):
-        p = subprocess.run([sys.executable, "-c", STEPS_FAULTS, mode], cwd=ROOT, capture_output=True, text=True,
-                           timeout=120)
-        assert p.returncode == 0, p.stderr
-        kept, faults = p.stdout.split()
-        return kept, float(faults)
-
-    kept, faults = run_steps("keep")
-    _, default_faults = run_steps("default")
+    p = subprocess.run([sys.executable, "-c", STEPS_FAULTS, "keep"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    kept, faults = p.stdout.split()
     assert kept == "True"
-    # glibc's default on the project's machine: ~300 faults a step (freed activations go back to the
-    # OS and are faulted in again); kept: none after the first steps
-    assert faults < 50, f"{faults} page faults a step with keep_freed_memory, {default_faults} without"
+    # nanoGPT's CPU recipe shape; glibc's default on the project's machine (argument "default"): a median
+    # of 100s to 1,000s of faults a step, as freed activations go back to the OS; kept: about none
+    assert float(faults) < 20, f"{faults} page faults a step with keep_freed_memory"
