@@ -162,9 +162,15 @@ def keep_freed_memory():
 
 
 def run(main):
-    """Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2."""
+    """
+    Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
+    a Ctrl-C the script did not handle itself one line and 130, as the shell reports an interrupt.
+    """
     try:
         main()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

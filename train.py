@@ -16,7 +16,8 @@ out_dir receives:
     meta.json   the dataset's tokenizer, so sample.py can decode
     loss.png    the loss curves (if matplotlib is installed)
 
-Ctrl-C (SIGINT) or SIGTERM saves ckpt.pt at the end of the current iteration and exits with 0.
+Ctrl-C (SIGINT) or SIGTERM saves ckpt.pt at the end of the current iteration and exits with 128 + the
+signal's number (130, 143), as an interrupted command does: `train.py && sample.py` stops there.
 A non-finite loss stops the run with exit code 1 and leaves the last good checkpoint alone.
 """
 
@@ -267,12 +268,14 @@ def main():
     if ddp:
         dist.init_process_group(backend=backend)
     try:
-        train(config, ddp)
+        signum = train(config, ddp)
         if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
             dist.barrier()
     finally:
         if ddp:
             dist.destroy_process_group()
+    if signum:
+        sys.exit(128 + signum)
 
 
 def train(config, ddp):
@@ -478,7 +481,7 @@ def train(config, ddp):
     def request_stop(signum, frame):
         if stop_requested:  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
-        stop_requested.append(signal.Signals(signum).name)
+        stop_requested.append(signum)
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
@@ -496,7 +499,8 @@ def train(config, ddp):
     while True:
         if stop:
             save(["ckpt.pt"])
-            say(f"{stop_requested[0] if stop_requested else 'signal'} at iter {iter_num}: saved {out_dir}/ckpt.pt; "
+            name = signal.Signals(stop_requested[0]).name if stop_requested else "a peer's signal"
+            say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; "
                 "continue with --init_from=resume")
             break
 
@@ -566,6 +570,7 @@ def train(config, ddp):
             wandb_run.finish()
         if not (eval_only or stop):
             say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+    return stop_requested[0] if stop_requested else None  # the signal this process was stopped by
 
 
 if __name__ == "__main__":
