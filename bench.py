@@ -14,7 +14,6 @@ ignored); bare --flag means --flag=true and --json PATH means --json=PATH.
 """
 
 import contextlib
-import ctypes
 import json
 import math
 import os
@@ -27,7 +26,8 @@ import time
 import torch
 from torch.nn import functional as F
 
-from configurator import ConfigError, autocast, configure, keep_freed_memory, resolve_device, run
+from configurator import (ConfigError, autocast, configure, keep_freed_memory, resolve_device, run,
+                          set_malloc_thresholds)
 from model import GPT, GPTConfig
 from sizing import flops_per_token
 
@@ -357,17 +357,13 @@ class PeakMemory:
     def __init__(self, device):
         self.cuda = device.startswith("cuda")
         self.method = "torch.cuda.max_memory_allocated above the pre-op allocation" if self.cuda else None
-        if not self.cuda and sys.platform.startswith("linux"):
+        if not self.cuda and set_malloc_thresholds(64 * 1024, 64 * 1024):
             try:
-                libc = ctypes.CDLL("libc.so.6")
-                # M_MMAP_THRESHOLD (-3) and M_TRIM_THRESHOLD (-1); a fixed value also stops glibc's
-                # dynamic threshold, which would otherwise keep freed blocks in the heap
-                if libc.mallopt(-3, 64 * 1024) and libc.mallopt(-1, 64 * 1024):
-                    self._reset()
-                    self.method = ("peak RSS above the pre-op RSS (Linux VmHWM reset via /proc/self/clear_refs, "
-                                   "glibc mmap threshold 64 KiB): everything the op materialises, kernels' scratch too")
-            except OSError:
-                pass
+                self._reset()
+            except OSError:  # no /proc/self/clear_refs (a restricted container): not measurable
+                return
+            self.method = ("peak RSS above the pre-op RSS (Linux VmHWM reset via /proc/self/clear_refs, "
+                           "glibc mmap threshold 64 KiB): everything the op materialises, kernels' scratch too")
 
     def _reset(self):
         with open("/proc/self/clear_refs", "w") as f:

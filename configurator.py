@@ -142,23 +142,31 @@ def autocast(device_type, dtype):
     return torch.autocast(device_type, dtype=getattr(torch, dtype))
 
 
-def keep_freed_memory():
+def set_malloc_thresholds(mmap_threshold, trim_threshold):
     """
-    On Linux with glibc, keep freed memory in the process for the next step to reuse. By default glibc
-    gives every freed block of 128 KiB or more back to the OS and the next step faults it in again,
-    page by page: ~1,100 page faults and ~2 ms of a 30 ms CPU training step for nanoGPT's small CPU
-    model (docs/cpu.md). True if the setting took; elsewhere it does nothing and returns False.
+    glibc's M_MMAP_THRESHOLD (blocks this big or bigger get their own mmap, unmapped on free) and
+    M_TRIM_THRESHOLD (free space at the heap's top beyond this goes back to the OS), in bytes. A fixed
+    value also stops glibc adjusting them as it goes. True if both took; off glibc, False.
     """
     import ctypes
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-        # M_MMAP_THRESHOLD (-3): blocks below 32 MiB (glibc's ceiling) come from the heap, not fresh mmaps;
-        # M_TRIM_THRESHOLD (-1): the heap keeps up to 256 MiB of free space rather than unmapping it
-        return bool(libc.mallopt(-3, 32 << 20) and libc.mallopt(-1, 256 << 20))
+        return bool(libc.mallopt(-3, mmap_threshold) and libc.mallopt(-1, trim_threshold))
     except (OSError, AttributeError):  # not glibc (musl, for one, has no libc.so.6)
         return False
+
+
+def keep_freed_memory():
+    """
+    Keep freed memory in the process for the next step to reuse. By default glibc gives every freed
+    block of 128 KiB or more back to the OS and the next step faults it in again, page by page:
+    ~1,100 page faults and ~2 ms of a 30 ms CPU training step for nanoGPT's small CPU model
+    (docs/cpu.md). Blocks under 32 MiB (glibc's ceiling) now come from the heap, which keeps up to
+    256 MiB free. True if the setting took (Linux with glibc).
+    """
+    return set_malloc_thresholds(32 << 20, 256 << 20)
 
 
 def run(main):
