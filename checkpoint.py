@@ -44,10 +44,24 @@ def load_checkpoint(path, map_location="cpu"):
     return ckpt
 
 
+OLD_TOP_LEVEL = ("wte.", "wpe.", "h.", "ln_f.")  # glassgpt before the transformer container
+
+
+def current_keys(state):
+    """
+    A model state dict with today's key names: torch.compile's "_orig_mod." prefix dropped (nanoGPT
+    saves it from a compiled model), and glassgpt's first layout (wte.weight, h.0.attn...) moved
+    under transformer., as nanoGPT and Hugging Face name them. The one place old names are mapped.
+    """
+    out = {}
+    for k, v in state.items():
+        k = k.removeprefix("_orig_mod.")
+        out["transformer." + k if k.startswith(OLD_TOP_LEVEL) else k] = v
+    return out
+
+
 def model_from_checkpoint(ckpt, **overrides):
     """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
     model = GPT(GPTConfig.from_dict({**ckpt["model_args"], **overrides}))
-    # torch.compile wraps the model and prefixes its keys; strip it from older or foreign files
-    state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
-    model.load_state_dict(state)
+    model.load_state_dict(current_keys(ckpt["model"]))
     return model

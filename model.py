@@ -258,21 +258,23 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        # nanoGPT's and Hugging Face GPT-2's layout, so state-dict keys read the same in all three:
+        # transformer.wte, transformer.wpe, transformer.h.0.attn.c_attn.weight, ..., lm_head.weight
+        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(config.vocab_size, config.n_embd)))
         if config.position == "learned":
-            self.wpe = nn.Embedding(config.block_size, config.n_embd)
+            self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
         elif config.position == "sinusoidal":  # fixed, not learned: a buffer, not a parameter
             self.register_buffer("pos_table", sinusoidal_table(config.block_size, config.n_embd), persistent=False)
         else:  # rope rotates q and k inside attention instead of adding to x
             cos, sin = rope_tables(config.block_size, config.n_embd // config.n_head)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = make_norm(config)
+        self.transformer.drop = nn.Dropout(config.dropout)
+        self.transformer.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.transformer.ln_f = make_norm(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_weights:  # one matrix embeds tokens and scores them (Press & Wolf 2017)
-            self.lm_head.weight = self.wte.weight
+            self.lm_head.weight = self.transformer.wte.weight
         self.apply(self._init_weights)
         # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer), two per block, so the
         # residual stream's variance does not grow with depth
@@ -297,9 +299,9 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             if self.config.position == "learned":
-                n -= self.wpe.weight.numel()
+                n -= self.transformer.wpe.weight.numel()
             if not self.config.tie_weights:
-                n -= self.wte.weight.numel()
+                n -= self.transformer.wte.weight.numel()
         return n
 
     def forward(self, idx, targets=None, kv_cache=None):
@@ -307,18 +309,19 @@ class GPT(nn.Module):
         pos0 = kv_cache.pos if kv_cache is not None else 0
         if pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
-        x = self.wte(idx)
+        t = self.transformer
+        x = t.wte(idx)
         rope = None
         if self.config.position == "learned":
-            x = x + self.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+            x = x + t.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
         elif self.config.position == "sinusoidal":
             x = x + self.pos_table[pos0:pos0 + T]
         else:
             rope = (self.rope_cos[pos0:pos0 + T], self.rope_sin[pos0:pos0 + T])
-        x = self.drop(x)
-        for layer, block in enumerate(self.h):
+        x = t.drop(x)
+        for layer, block in enumerate(t.h):
             x = block(x, rope, kv_cache, layer)
-        x = self.ln_f(x)
+        x = t.ln_f(x)
         if kv_cache is not None:
             kv_cache.pos += T
         if targets is not None:
@@ -334,13 +337,14 @@ class GPT(nn.Module):
             raise ValueError(f"can only crop block_size {self.config.block_size} to a smaller size, not {block_size}")
         self.config.block_size = block_size
         if self.config.position == "learned":
-            self.wpe.weight = nn.Parameter(self.wpe.weight[:block_size])
-            self.wpe.num_embeddings = block_size
+            wpe = self.transformer.wpe
+            wpe.weight = nn.Parameter(wpe.weight[:block_size])
+            wpe.num_embeddings = block_size
         elif self.config.position == "sinusoidal":
             self.pos_table = self.pos_table[:block_size]
         else:
             self.rope_cos, self.rope_sin = self.rope_cos[:block_size], self.rope_sin[:block_size]
-        for block in self.h:
+        for block in self.transformer.h:
             if hasattr(block.attn, "mask"):
                 block.attn.mask = block.attn.mask[:block_size, :block_size]
 
@@ -410,7 +414,7 @@ class GPT(nn.Module):
                            n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=True)
         model = cls(config)
         sd = model.state_dict()
-        sd_hf = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items()
+        sd_hf = {k: v for k, v in hf.state_dict().items()  # the same key names as ours
                  if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # causal-mask buffers, not weights
         missing = set(sd) - set(sd_hf)
         if missing:

@@ -119,9 +119,10 @@ def report(config, seq_len=None):
              f"block_size={config.block_size} vocab_size={config.vocab_size} norm={config.norm} "
              f"position={config.position} bias={config.bias} tie_weights={config.tie_weights}",
              "", f"{'component':<28}{'params':>16}{'share':>9}"]
-    rows = [("wte", c["wte"]), ("wpe", c["wpe"])]
+    # named as the model's state dict names them (transformer.h.0.attn.c_attn.weight, ...)
+    rows = [("transformer.wte", c["wte"]), ("transformer.wpe", c["wpe"])]
     rows += [(f"  {k} (per block)", c[k]) for k in BLOCK_PARTS]
-    rows += [(f"blocks (x{config.n_layer})", c["blocks"]), ("ln_f", c["ln_f"]),
+    rows += [(f"transformer.h (x{config.n_layer})", c["blocks"]), ("transformer.ln_f", c["ln_f"]),
              ("lm_head (tied to wte)" if config.tie_weights else "lm_head", c["lm_head"])]
     for name, n in rows:
         share = f"{100 * n / total:8.2f}%" if not name.startswith("  ") else ""

@@ -7,6 +7,7 @@ a tiny model can learn, bad configs fail with a message naming the field.
 import itertools
 import math
 import time
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -76,7 +77,7 @@ def test_causal_changing_the_future_leaves_the_past_unchanged(position, attentio
 def test_causality_check_catches_a_missing_mask():
     """The causality test is not vacuous: with the manual path's mask removed, the past moves."""
     model = make(attention="manual")
-    for block in model.h:
+    for block in model.transformer.h:
         block.attn.mask = torch.ones_like(block.attn.mask)
     idx = torch.randint(0, 50, (1, 16), generator=torch.Generator().manual_seed(2))
     other = idx.clone()
@@ -183,7 +184,7 @@ def test_gelu_is_gpt2s_tanh_formula_and_its_gradient():
 @pytest.mark.parametrize("norm,cls", [("layernorm", LayerNorm), ("rmsnorm", RMSNorm)])
 def test_model_uses_the_configured_norm(norm, cls):
     model = GPT(tiny(norm=norm))
-    for m in [b.ln_1 for b in model.h] + [b.ln_2 for b in model.h] + [model.ln_f]:
+    for m in [b.ln_1 for b in model.transformer.h] + [b.ln_2 for b in model.transformer.h] + [model.transformer.ln_f]:
         assert type(m) is cls
 
 
@@ -201,7 +202,7 @@ def test_sinusoidal_table_is_its_formula(dim):
 
 def test_sinusoidal_positions_are_a_buffer_not_parameters():
     model = GPT(tiny(position="sinusoidal"))
-    assert not hasattr(model, "wpe")
+    assert not hasattr(model.transformer, "wpe")
     assert torch.equal(model.pos_table, sinusoidal_table(16, 32))
     assert all("pos_table" not in n for n, _ in model.named_parameters())
 
@@ -233,7 +234,7 @@ def test_rope_score_depends_only_on_relative_offset():
 def c_attn_lengths(model, fn):
     """Run fn() and return the sequence length T of every call to the first block's c_attn."""
     seen = []
-    handle = model.h[0].attn.c_attn.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].size(1)))
+    handle = model.transformer.h[0].attn.c_attn.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].size(1)))
     try:
         result = fn()
     finally:
@@ -434,7 +435,7 @@ def test_crop_block_size(position, attention):
     shrink = before - model.get_num_params(non_embedding=False)
     assert shrink == (24 * 32 if position == "learned" else 0)
     if position == "learned":
-        assert model.wpe.weight.shape == (8, 32)
+        assert model.transformer.wpe.weight.shape == (8, 32)
     with torch.no_grad():  # positions 0..7 are computed as before the crop
         torch.testing.assert_close(all_logits(model, idx), ref, atol=1e-6, rtol=0)
         assert model.generate(idx, 12, temperature=0).shape == (2, 20)
@@ -459,7 +460,7 @@ def test_configure_optimizers_decays_exactly_the_matrices(bias, norm, tie):
     vectors = {id(p) for p in model.parameters() if p.dim() < 2}
     assert {id(p) for p in decay["params"]} == matrices and len(decay["params"]) == len(matrices)
     assert {id(p) for p in no_decay["params"]} == vectors and len(no_decay["params"]) == len(vectors)
-    assert id(model.wte.weight) in matrices and (id(model.h[0].attn.c_attn.bias) in vectors) == bias
+    assert id(model.transformer.wte.weight) in matrices and (id(model.transformer.h[0].attn.c_attn.bias) in vectors) == bias
     assert all(g["lr"] == 3e-4 and g["betas"] == (0.9, 0.95) for g in opt.param_groups)
     _, loss = model(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.long))
     loss.backward()
@@ -488,3 +489,32 @@ def test_model_compiles_in_one_graph(position):
     x = torch.randint(0, 50, (2, 16))
     explained = torch._dynamo.explain(model)(x, x)
     assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_state_dict_names_are_nanogpt_and_hugging_face_names():
+    """One layout: transformer.{wte,wpe,h,ln_f} and lm_head, as nanoGPT's and HF GPT-2's state dicts."""
+    model = GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8))
+    keys = set(model.state_dict())
+    assert {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias",
+            "transformer.h.1.attn.c_attn.weight", "transformer.h.1.mlp.c_proj.bias", "lm_head.weight"} <= keys
+    assert all(k == "lm_head.weight" or k.startswith("transformer.") for k in keys)
+    transformers = pytest.importorskip("transformers", reason="the Hugging Face side of the comparison")
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=8, n_positions=8,
+                                                              vocab_size=11))
+    hf_keys = {k for k in hf.state_dict() if not k.endswith((".attn.bias", ".attn.masked_bias"))}
+    assert keys == hf_keys
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_first_layout_checkpoint_still_loads(compiled):
+    """A checkpoint glassgpt wrote before the transformer container (wte.weight, h.0...) loads unchanged."""
+    from checkpoint import model_from_checkpoint
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8)
+    model = GPT(config).eval()
+    prefix = "_orig_mod." if compiled else ""
+    old = {prefix + k.removeprefix("transformer."): v for k, v in model.state_dict().items()}
+    assert "wte.weight" in {k.removeprefix(prefix) for k in old}
+    loaded = model_from_checkpoint({"model": old, "model_args": asdict(config)}).eval()
+    idx = torch.randint(0, 11, (2, 8))
+    assert torch.equal(loaded(idx, idx)[0], model(idx, idx)[0])

@@ -79,20 +79,20 @@ def test_gpt_params_counts_the_token_table_as_the_head_and_leaves_out_positions(
 def test_token_table_is_V_by_E():
     assert 50257 * 768 == 38_597_376 != 38_603_776  # seed 004's prose has the wrong product
     model = meta_gpt(block_size=1024, **GPT2)
-    assert tuple(model.wte.weight.shape) == (50257, 768)  # (vocab_size, n_embd): no batch dimension
-    assert tuple(model.wpe.weight.shape) == (1024, 768)  # (block_size, n_embd)
-    assert model.wte.weight.numel() == 38_597_376 and model.wpe.weight.numel() == 786_432
+    assert tuple(model.transformer.wte.weight.shape) == (50257, 768)  # (vocab_size, n_embd): no batch dimension
+    assert tuple(model.transformer.wpe.weight.shape) == (1024, 768)  # (block_size, n_embd)
+    assert model.transformer.wte.weight.numel() == 38_597_376 and model.transformer.wpe.weight.numel() == 786_432
 
 
 def test_embedding_lookup_is_a_one_hot_matmul():
     model = tiny_gpt()
     idx = torch.randint(0, 11, (3, 7))  # (B, T) token ids
     one_hot = F.one_hot(idx, 11).float()  # (B, T, V)
-    looked_up = model.wte(idx)
+    looked_up = model.transformer.wte(idx)
     assert looked_up.shape == (3, 7, 16)  # (B, T, E): the last axis V is replaced by E
-    torch.testing.assert_close(one_hot @ model.wte.weight, looked_up)  # (B,T,V) @ (V,E)
+    torch.testing.assert_close(one_hot @ model.transformer.wte.weight, looked_up)  # (B,T,V) @ (V,E)
     # positions: rows 0..T-1 of the (block_size, E) table, broadcast over the batch and added
-    x = looked_up + model.wpe(torch.arange(7))
+    x = looked_up + model.transformer.wpe(torch.arange(7))
     assert x.shape == (3, 7, 16)
 
 
@@ -114,7 +114,7 @@ def test_attention_is_softmax_of_q_times_k_transposed_and_matches_sdpa():
 
 def test_k_is_not_q_transposed_and_v_is_not_q():
     model = tiny_gpt()
-    attn = model.h[0].attn
+    attn = model.transformer.h[0].attn
     w_q, w_k, w_v = attn.c_attn.weight.split(16, dim=0)  # three separate learned projections
     assert not torch.equal(w_q, w_k) and not torch.equal(w_q, w_v)
     x = torch.randn(1, 5, 16)
@@ -139,8 +139,8 @@ def test_the_diagonal_need_not_be_the_largest_score():
     assert scores[0].argmax() == 1  # token 0 scores token 1 (2.0) above itself (1.0)
     # with GPT's learned q and k projections, many rows' largest visible score is off the diagonal
     model = tiny_gpt(seed=1)
-    x = model.wte(torch.randint(0, 11, (1, 16))) + model.wpe(torch.arange(16))
-    q, k, _ = model.h[0].attn.c_attn(model.h[0].ln_1(x)).split(16, dim=2)
+    x = model.transformer.wte(torch.randint(0, 11, (1, 16))) + model.transformer.wpe(torch.arange(16))
+    q, k, _ = model.transformer.h[0].attn.c_attn(model.transformer.h[0].ln_1(x)).split(16, dim=2)
     s = (q[0] @ k[0].T).masked_fill(~torch.ones(16, 16, dtype=torch.bool).tril(), float("-inf"))
     off_diagonal = sum(int(s[i].argmax()) != i for i in range(1, 16))
     assert off_diagonal >= 5

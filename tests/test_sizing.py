@@ -73,13 +73,13 @@ def test_gpt2_small_components():
     model = meta_model(config)
     for key, n in GPT2_SMALL.items():
         assert counts[key] == n, key
-    assert model.wte.weight.numel() == GPT2_SMALL["wte"]
-    assert model.wpe.weight.numel() == GPT2_SMALL["wpe"]
-    assert numel(model.ln_f) == GPT2_SMALL["ln_f"]
-    for block in model.h:
+    assert model.transformer.wte.weight.numel() == GPT2_SMALL["wte"]
+    assert model.transformer.wpe.weight.numel() == GPT2_SMALL["wpe"]
+    assert numel(model.transformer.ln_f) == GPT2_SMALL["ln_f"]
+    for block in model.transformer.h:
         for part in BLOCK_PARTS:
             assert numel(block.get_submodule(part)) == GPT2_SMALL[part], part
-    assert model.lm_head.weight is model.wte.weight and counts["lm_head"] == 0
+    assert model.lm_head.weight is model.transformer.wte.weight and counts["lm_head"] == 0
     assert counts["blocks"] == 12 * sum(GPT2_SMALL[p] for p in BLOCK_PARTS) == 85_054_464
 
 
@@ -92,23 +92,23 @@ def test_param_counts_equal_the_model_for_every_switch(norm, bias, position, tie
     model = GPT(config)
     assert counts["total"] == numel(model) == model.get_num_params(non_embedding=False)
     assert counts["non_embedding"] == model.get_num_params(non_embedding=True)
-    assert counts["wte"] == model.wte.weight.numel()
-    assert counts["wpe"] == (model.wpe.weight.numel() if position == "learned" else 0)
-    assert hasattr(model, "wpe") == (position == "learned")
-    for block in model.h:
+    assert counts["wte"] == model.transformer.wte.weight.numel()
+    assert counts["wpe"] == (model.transformer.wpe.weight.numel() if position == "learned" else 0)
+    assert hasattr(model.transformer, "wpe") == (position == "learned")
+    for block in model.transformer.h:
         for part in BLOCK_PARTS:
             assert counts[part] == numel(block.get_submodule(part)), part
         assert counts["block"] == numel(block)
-    assert counts["blocks"] == numel(model.h)
-    assert counts["ln_f"] == numel(model.ln_f)
+    assert counts["blocks"] == numel(model.transformer.h)
+    assert counts["ln_f"] == numel(model.transformer.ln_f)
     if tie:
-        assert model.lm_head.weight is model.wte.weight and counts["lm_head"] == 0
+        assert model.lm_head.weight is model.transformer.wte.weight and counts["lm_head"] == 0
     else:
         assert counts["lm_head"] == numel(model.lm_head) == 37 * 12
     # every parameter belongs to exactly one counted component
     named = dict(model.named_parameters())
     assert sum(p.numel() for p in named.values()) == counts["total"]
-    assert all(n.split(".")[0] in ("wte", "wpe", "h", "ln_f", "lm_head") for n in named)
+    assert all(n.split(".")[0] == "lm_head" or n.split(".")[1] in ("wte", "wpe", "h", "ln_f") for n in named)
 
 
 def matmul_params(config):
@@ -205,7 +205,7 @@ def test_cli_prints_gpt2_small():
     assert "== non_embedding" in out
     assert "855,166,464" in out  # FLOPs per token at seq_len 1024
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
-    assert "38,597,376" in lines["wte"] and "786,432" in lines["wpe"]
+    assert "38,597,376" in lines["transformer.wte"] and "786,432" in lines["transformer.wpe"]
 
 
 def test_cli_reads_a_train_config_and_overrides(tmp_path):

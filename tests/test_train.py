@@ -368,7 +368,7 @@ def test_init_from_hugging_face_folder(tmp_path, data_dir):
     assert result.returncode == 0, result.stderr
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["model_args"]["block_size"] == 16 and ckpt["model_args"]["vocab_size"] == VOCAB + 4
-    assert ckpt["model"]["wpe.weight"].shape == (16, 16)
+    assert ckpt["model"]["transformer.wpe.weight"].shape == (16, 16)
 
 
 def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
