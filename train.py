@@ -41,33 +41,33 @@ from tqdm import tqdm
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, GPTConfig
+from model import GPT, PRETRAINED, GPTConfig
 from tokenizer import read_meta
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
 # I/O
-out_dir = "out"
-eval_interval = 2000
-log_interval = 1
+out_dir = "out"  # the run's folder: ckpt.pt, best.pt, log.jsonl, meta.json, loss.png
+eval_interval = 2000  # evaluate (and checkpoint) every this many iterations
+log_interval = 1  # print and log the training loss every this many iterations
 eval_iters = 200  # eval batches per split, always the same windows of the data
 eval_only = False  # evaluate once, then exit
 always_save_checkpoint = True  # ckpt.pt at every eval; False: only when val loss improves
 init_from = "scratch"  # "scratch", "resume" (out_dir/ckpt.pt), "gpt2", "gpt2-medium", ... or a Hugging Face folder
 # wandb logging (optional: a warning, not a crash, if wandb is missing)
-wandb_log = False
-wandb_project = "glassgpt"
-wandb_run_name = "gpt2"
+wandb_log = False  # also log to Weights & Biases
+wandb_project = "glassgpt"  # the wandb project
+wandb_run_name = "gpt2"  # the wandb run's name
 # data
-dataset = "openwebtext"
+dataset = "openwebtext"  # a folder under data/ (its prepare.py runs first if its bins are missing)
 data_dir = ""  # the folder with train.bin, val.bin and meta.json; "" means data/<dataset>
 gradient_accumulation_steps = 5 * 8  # micro-batches per iteration, all processes together
 batch_size = 12  # sequences per micro-batch
-block_size = 1024
+block_size = 1024  # tokens of context per sequence
 # model (vocab_size comes from the dataset's meta.json)
-n_layer = 12
-n_head = 12
-n_embd = 768
+n_layer = 12  # transformer blocks
+n_head = 12  # attention heads per block; n_embd must be a multiple
+n_embd = 768  # width of the residual stream
 dropout = 0.0  # 0 for pretraining; try 0.1+ for finetuning
 bias = True  # biases in Linears and LayerNorms, as GPT-2
 norm = "layernorm"  # "layernorm" | "rmsnorm"
@@ -75,24 +75,24 @@ position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
 tie_weights = True  # lm_head shares wte's matrix
 # AdamW
-learning_rate = 6e-4
-max_iters = 600000
-weight_decay = 1e-1
-beta1 = 0.9
-beta2 = 0.95
+learning_rate = 6e-4  # peak learning rate, after warmup
+max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
+weight_decay = 1e-1  # AdamW decay of the matrices (not biases or norm gains)
+beta1 = 0.9  # AdamW's first-moment decay
+beta2 = 0.95  # AdamW's second-moment decay
 grad_clip = 1.0  # clip the gradient's global norm to this; 0 disables
 # learning rate: linear warmup, then cosine decay to min_lr
-decay_lr = True
-warmup_iters = 2000
-lr_decay_iters = 600000  # about max_iters, per Chinchilla
-min_lr = 6e-5  # about learning_rate / 10, per Chinchilla
+decay_lr = True  # False: learning_rate throughout
+warmup_iters = 2000  # iterations of linear warmup
+lr_decay_iters = 600000  # the cosine reaches min_lr here: about max_iters, per Chinchilla
+min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, per Chinchilla
 # system
 backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
 device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
 dtype = "auto"  # "auto" (bfloat16 where supported, float16 on older GPUs, float32 on CPU) or one of those
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
-seed = 1337
+seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 
 _REPO = os.path.dirname(os.path.abspath(__file__))
@@ -119,10 +119,9 @@ def resolve(config):
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
     if c["max_iters"] < 0 or c["num_threads"] < 0:
         raise ConfigError("max_iters and num_threads must not be negative")
-    if c["init_from"] not in ("scratch", "resume") and not c["init_from"].startswith("gpt2") \
-            and not os.path.isdir(c["init_from"]):
-        raise ConfigError(f"init_from must be scratch, resume, gpt2* or a Hugging Face model folder, "
-                          f"got {c['init_from']!r}")
+    if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
+        raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
+                          f"model folder, got {c['init_from']!r}")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
     c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])
@@ -200,8 +199,13 @@ def read_log(path):
     return records
 
 
-def plot_losses(records, path):
-    """loss.png: batch loss per logged iteration and the eval losses. False if matplotlib is missing."""
+def plot_losses(records, path, title=""):
+    """
+    loss.png: the batch loss of each logged iteration and the eval losses, best.pt's eval marked, under
+    title (the run's out_dir). The y-axis shows the curves from the second eval on: the first
+    iterations' loss (~4 nats for characters) would squeeze the part that matters into a sliver.
+    False if matplotlib is missing.
+    """
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no display needed
@@ -209,11 +213,26 @@ def plot_losses(records, path):
     except ImportError:
         return False
     steps = [r for r in records if r.get("loss") is not None]
-    evals = [r for r in records if r.get("val_loss") is not None]
+    evals = [r for r in records if r.get("val_loss") is not None and r.get("train_loss") is not None]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
-    ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-    ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
+    ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
+    ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
+    saved = [r for r in evals if r["iter"] > 0]  # an eval at iteration 0 is never saved
+    if saved:
+        best = min(saved, key=lambda r: r["val_loss"])
+        ax.plot(best["iter"], best["val_loss"], "*", ms=14, color="crimson", zorder=3,
+                label=f"best.pt: iter {best['iter']}, val {best['val_loss']:.4f}")
+    points = [(r["iter"], r["loss"]) for r in steps] + [(r["iter"], r[k]) for r in evals for k in ("train_loss", "val_loss")]
+    if len(evals) >= 2 and points:
+        low, high = min(v for _, v in points), max(v for i, v in points if i >= evals[1]["iter"])
+        pad = 0.05 * (high - low) or 0.05
+        ax.set_ylim(low - pad, high + pad)
+        first = evals[0]
+        if first["val_loss"] > high + pad:
+            ax.text(0.01, 0.98, f"iter {first['iter']}: val {first['val_loss']:.2f}, above the plot",
+                    transform=ax.transAxes, va="top", fontsize=8, color="gray")
+    ax.set_title(title)
     ax.set_xlabel("iteration")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.grid(alpha=0.3)
@@ -571,11 +590,16 @@ def train(config, ddp):
     bar.close()
     if master:
         log_file.close()
-        plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"))
+        if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):
+            say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
-            say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+            if iter_num > start_iter or math.isfinite(best_val_loss):
+                say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+            else:  # max_iters=0: evaluated, nothing trained, so nothing saved
+                say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
+                    "no checkpoint written")
     return stop_requested[0] if stop_requested else None  # the signal this process was stopped by
 
 
