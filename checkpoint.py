@@ -28,14 +28,17 @@ def save_checkpoint(obj, path):
             os.remove(tmp)
 
 
-def load_checkpoint(path, map_location="cpu"):
-    """The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError."""
+def load_checkpoint(path, map_location="cpu", mmap=False):
+    """
+    The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError. mmap=True maps
+    the tensors instead of reading them: a glance at model_args or iter_num costs nothing, whatever the size.
+    """
     if not os.path.isfile(path):
         raise ConfigError(f"no checkpoint at {path}")
     try:
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
-            ckpt = torch.load(path, map_location=map_location, weights_only=True)
+            ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
                           f"({type(e).__name__})") from None

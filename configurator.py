@@ -10,6 +10,7 @@ the script defines and every value must fit the default's type; otherwise a one-
 import ast
 import difflib
 import io
+import os
 import sys
 import tokenize
 import types
@@ -66,19 +67,22 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None):
+def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None, given=None):
     """
     Return defaults updated by argv: config file paths and --key=value, applied left to right.
     strict_files=False lets a file set keys this script does not use (sizing.py reading a train config).
     nullable names keys that may be set to None although their default is not (sample.py's top_k).
     -h or --help prints the calling script's usage and keys (see help_text) and exits 0; sources are
     the files whose comments explain the keys (default: the calling script).
+    given, a dict, receives each key that was set and where ("in config/tiny.py", "on the command
+    line"): a key set to its default value was still asked for (train.py checks them against a checkpoint).
     """
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in HELP for arg in argv):
         sources = sources or [sys._getframe(1).f_globals["__file__"]]
         print(help_text(sources[0], [("config keys", defaults)], sources))
         sys.exit(0)
+    given = {} if given is None else given
     config = dict(defaults)
     for arg in argv:
         if not arg.startswith("--"):
@@ -100,6 +104,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None)
                         continue
                     raise _unknown(key, defaults, f"in {arg}")
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
+                given[key] = f"in {arg}"
         else:
             key, eq, text = arg[2:].partition("=")
             if not eq:
@@ -109,6 +114,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None)
             # a str default keeps the text as typed: --out_dir=123 is the folder "123"
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
+            given[key] = "on the command line"
     return config
 
 
@@ -190,6 +196,9 @@ def resolve_device(device="auto", dtype="auto"):
         dtype = "float32" if kind != "cuda" else "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
+    if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls: autocast makes it crawl
+        raise ConfigError("dtype=float16 on a CPU runs ~20x slower than float32 (measured: docs/cpu.md): "
+                          "use --dtype=bfloat16 or --dtype=float32")
     return device, kind, dtype
 
 
@@ -233,12 +242,16 @@ def run(main):
     """
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
     a Ctrl-C the script did not handle itself one line and 130, as the shell reports an interrupt.
+    Under torchrun every process meets the same bad input: only rank 0 says so.
     """
+    speak = os.environ.get("RANK", "0") == "0"
     try:
         main()
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if speak:
+            print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if speak:
+            print("interrupted", file=sys.stderr)
         sys.exit(130)

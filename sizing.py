@@ -120,6 +120,18 @@ def memory_bytes(config, bytes_per_param=4):
     }
 
 
+def activation_bytes(config, batch_size, seq_len, bytes_per_value=4):
+    """
+    A lower bound on the activations one training micro-batch keeps for its backward pass, in bytes.
+    Whatever the kernels, each matmul's input must be kept for its weight's gradient: per layer and
+    token, c_attn's d, attention's q, k, v and output 4d (the output is c_proj's input), c_fc's d and
+    mlp.c_proj's 4d; and the loss's gradient needs the logits, V per token. Norms, GELU, residuals and
+    the T x T scores of manual attention come on top (tests/ measure the real figure against it).
+    """
+    per_token = config.n_layer * 10 * config.n_embd + config.vocab_size
+    return batch_size * seq_len * per_token * bytes_per_value
+
+
 def human(n):
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:

@@ -15,10 +15,18 @@ out_dir receives:
                 micro-batches and processes), and every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
     meta.json   the dataset's tokenizer, so sample.py can decode
     loss.png    the loss curves (if matplotlib is installed)
+    previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files
+                to previous/<when it last wrote>-iter<N>/, says so, and sample.py reads that folder as before
 
-Ctrl-C (SIGINT) or SIGTERM saves ckpt.pt at the end of the current iteration and exits with 128 + the
-signal's number (130, 143), as an interrupted command does: `train.py && sample.py` stops there.
-A non-finite loss stops the run with exit code 1 and leaves the last good checkpoint alone.
+--init_from=resume continues the checkpoint's model: the model keys left unset take its values, and one set
+(in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
+(resume or GPT-2's weights) and writes nothing.
+
+Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval in progress is dropped, and ckpt.pt is saved
+as it was after the last complete iteration, within seconds; the exit code is 128 + the signal's number
+(130, 143), as an interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without
+saving; a stop before training begins has nothing to save. A non-finite loss stops the run with exit code 1
+and leaves the last good checkpoint alone. A run that cannot fit in memory is refused before it starts.
 """
 
 import json
@@ -42,6 +50,7 @@ from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
 from model import GPT, PRETRAINED, GPTConfig
+from sizing import activation_bytes, memory_bytes
 from tokenizer import read_meta
 
 # -----------------------------------------------------------------------------
@@ -97,6 +106,7 @@ seed = 1337  # initial weights, data order and dropout all follow from it
 
 _REPO = os.path.dirname(os.path.abspath(__file__))
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "tie_weights")
+RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")  # what a run leaves in out_dir
 
 
 def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
@@ -122,6 +132,13 @@ def resolve(config):
     if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
         raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
                           f"model folder, got {c['init_from']!r}")
+    if c["eval_only"] and c["init_from"] == "scratch":
+        raise ConfigError("eval_only evaluates a trained model: add --init_from=resume (out_dir's ckpt.pt) "
+                          "or --init_from=gpt2")
+    world_size = int(os.environ.get("WORLD_SIZE", 1))  # set by torchrun: checked before the processes connect
+    if c["gradient_accumulation_steps"] % world_size:
+        raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be divisible by "
+                          f"the number of processes ({world_size})")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
     c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])
@@ -281,14 +298,232 @@ def compiled_or_eager(model, x, y, ctx, device_type):
         set_rng_state(state, device_type)
 
 
+def check_model_keys(config, given, model_args, source, free=()):
+    """
+    A model key set in a config file or on the command line (given) must match the model being loaded:
+    a checkpoint trained with 4 layers does not become 6 because --n_layer=6 was asked for. One line
+    names every clash; keys in free may differ (dropout, say, changes no weights).
+    """
+    clashes = [f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in MODEL_KEYS
+               if k in given and k not in free and k in model_args and config[k] != model_args[k]]
+    if clashes:
+        raise ConfigError("; ".join(clashes) + " (leave the key out to use the model's value)")
+
+
+def adopt_checkpoint_model(config, given):
+    """init_from=resume: the config with ckpt.pt's model keys, checked against those set explicitly."""
+    path = os.path.join(config["out_dir"], "ckpt.pt")
+    model_args = load_checkpoint(path, mmap=True)["model_args"]  # mapped, not read: cheap at any size
+    check_model_keys(config, given, model_args, path, free=("attention",))  # sdpa or manual: the same weights
+    return {**config, **{k: model_args[k] for k in MODEL_KEYS if k in model_args and k not in given}}
+
+
+def available_memory(device_type):
+    """Bytes a run may use: a CUDA device's total memory, the RAM Linux has available now; None if unknown."""
+    if device_type == "cuda":
+        return torch.cuda.mem_get_info()[1]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits(model_config, batch_size, device_type, processes=1):
+    """
+    Refuse, before anything is allocated, a run that clearly cannot fit: its weights, gradients and
+    AdamW state plus a lower bound on one micro-batch's activations (sizing.py's arithmetic) against
+    this machine's memory (the processes on one CPU share it).
+    """
+    state = memory_bytes(model_config)["train_state"]
+    acts = activation_bytes(model_config, batch_size, model_config.block_size)
+    need = (state + acts) * (processes if device_type == "cpu" else 1)
+    have = available_memory(device_type) if device_type in ("cpu", "cuda") else None
+    if have is not None and need > have:
+        gib = lambda n: f"{n / 2**30:.1f} GiB"
+        each = f" x {processes} processes" if device_type == "cpu" and processes > 1 else ""
+        raise ConfigError(f"block_size={model_config.block_size} x batch_size={batch_size} needs at least "
+                          f"{gib(need)} ({gib(acts)} of activations + {gib(state)} of weights, gradients and "
+                          f"AdamW{each}; sizing.py) but {device_type} has {gib(have)} available: "
+                          "lower batch_size or block_size")
+
+
+def preflight(config, given):
+    """
+    What can be checked before the processes connect and before anything big is allocated: the
+    checkpoint a resume continues (its model keys become the config's) and whether the run fits in memory.
+    GPT-2's weights are checked once loaded (their shape is known only then).
+    """
+    if config["init_from"] == "resume":
+        config = adopt_checkpoint_model(config, given)
+    if config["init_from"] in ("scratch", "resume"):
+        meta = os.path.join(config["data_dir"], "meta.json")  # not there yet: prepare.py will write it
+        vocab = read_meta(config["data_dir"])["vocab_size"] if os.path.isfile(meta) else 1
+        try:
+            model_config = GPTConfig(vocab_size=vocab, **{k: config[k] for k in MODEL_KEYS})
+        except ValueError as e:
+            raise ConfigError(f"cannot build the model ({config['init_from']}): {e}") from None
+        check_fits(model_config, config["batch_size"], torch.device(config["device"]).type,
+                   int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    return config
+
+
+def run_summary(out_dir):
+    """(iter_num, best val loss) of the run in out_dir, from its checkpoint or else its log; None where unknown."""
+    for name in ("ckpt.pt", "best.pt"):
+        if os.path.isfile(os.path.join(out_dir, name)):
+            try:
+                ckpt = load_checkpoint(os.path.join(out_dir, name), mmap=True)  # mapped: cheap at any size
+                return ckpt.get("iter_num"), ckpt.get("best_val_loss")
+            except ConfigError:  # unreadable: the log may still tell
+                pass
+    records = read_log(os.path.join(out_dir, "log.jsonl"))
+    if not records:
+        return None, None
+    return (max(r.get("iter", 0) for r in records),
+            min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None))
+
+
+def keep_previous_run(out_dir):
+    """
+    A new run into an out_dir that holds an earlier run's checkpoints or log first moves that run's files
+    to out_dir/previous/<when it last wrote>-iter<N>/: a rename each, cheap at any size, and sample.py
+    reads that folder as it read out_dir. Returns a line saying so, or None if out_dir held no run.
+    """
+    path = lambda name: os.path.join(out_dir, name)
+    if not (os.path.isfile(path("ckpt.pt")) or os.path.isfile(path("best.pt"))
+            or (os.path.isfile(path("log.jsonl")) and os.path.getsize(path("log.jsonl")) > 0)):
+        return None
+    iter_num, best = run_summary(out_dir)
+    files = [n for n in RUN_FILES if os.path.isfile(path(n))]
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
+    dest = os.path.join(out_dir, "previous", stamp + (f"-iter{iter_num}" if iter_num is not None else ""))
+    while os.path.exists(dest):
+        dest += "+"
+    os.makedirs(dest)
+    for name in files:
+        os.replace(path(name), os.path.join(dest, name))
+    held = f"iter {iter_num}" if iter_num is not None else "no checkpoint"
+    if best is not None and math.isfinite(best):
+        held += f", best val loss {best:.4f}"
+    return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"
+
+
+def open_out_dir(out_dir, data_dir, resume_iter):
+    """
+    Make out_dir ready for a run: an earlier run there moves aside (unless this one resumes it, from
+    resume_iter), meta.json comes from the dataset for sample.py, and log.jsonl opens with the records a
+    resume keeps (those before its iteration). Returns (the open log, keep_previous_run's line or None).
+    """
+    try:
+        os.makedirs(out_dir or ".", exist_ok=True)
+        if not out_dir or not os.access(out_dir, os.W_OK):
+            raise OSError("not writable" if out_dir else "empty name")
+    except OSError as e:
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
+    moved = keep_previous_run(out_dir) if resume_iter is None else None
+    meta_out = os.path.join(out_dir, "meta.json")
+    if not os.path.exists(meta_out) or not os.path.samefile(os.path.join(data_dir, "meta.json"), meta_out):
+        shutil.copyfile(os.path.join(data_dir, "meta.json"), meta_out)
+    log_path = os.path.join(out_dir, "log.jsonl")
+    kept = [r for r in read_log(log_path) if r.get("iter", 0) < resume_iter] if resume_iter is not None else []
+    log_file = open(log_path, "w")
+    for r in kept:
+        log_file.write(json.dumps(r) + "\n")
+    log_file.flush()
+    return log_file, moved
+
+
+def human_time(seconds):
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 86400:.1f} days"
+
+
+def time_left(iter_num, max_iters, eval_interval, step_time, eval_time):
+    """
+    (seconds, a line saying so): what the rest of a run costs at the measured speeds, iterations
+    iter_num .. max_iters - 1 and the evals still to come (each multiple of eval_interval from iter_num
+    on, and the last iteration).
+    """
+    iters = max(max_iters - iter_num, 0)
+    evals = max_iters // eval_interval - (iter_num - 1) // eval_interval + (max_iters % eval_interval != 0)
+    total = iters * step_time + evals * eval_time
+    return total, (f"{iters:,} iterations x {step_time:.2f} s + {evals:,} evals x {human_time(eval_time)}: "
+                   f"about {human_time(total)} to go")
+
+
+class Stopper:
+    """
+    Ctrl-C (SIGINT) and SIGTERM, acknowledged at once. Until training starts (armed) there is nothing to
+    save and a signal exits there and then. Armed, the first signal is recorded: the loop checks between
+    eval batches, micro-batches and iterations, saves and exits; a second one quits without saving.
+    """
+
+    def __init__(self, master):
+        self.master, self.signum, self.armed = master, None, ""  # armed: what a stop does, said to the user
+        signal.signal(signal.SIGINT, self.handle)
+        signal.signal(signal.SIGTERM, self.handle)
+
+    def handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        if not self.armed or self.signum is not None:
+            self.tell(f"{name}: quitting without saving" if self.armed else f"{name}: stopped before training began")
+            raise SystemExit(128 + signum)
+        self.signum = signum
+        self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+
+    def tell(self, message):
+        if self.master:  # os.write, not print: the signal may have interrupted a print
+            below_the_bar = "\n" if sys.stderr.isatty() else ""
+            os.write(sys.stderr.fileno(), f"{below_the_bar}{message}\n".encode())
+
+
+class Progress:
+    """
+    Progress through long work on rank 0: a tqdm bar on a terminal (after 2 s, so quick work shows none);
+    otherwise (a log file) a line every 10 s.
+    """
+
+    def __init__(self, total, what, show, say):
+        self.total, self.what, self.say, self.done = total, what, say, 0
+        self.t0 = self.last = time.time()
+        tty = show and sys.stderr.isatty()
+        self.lines = show and not tty
+        self.bar = tqdm(total=total, desc=what, unit="batch", leave=False, delay=2, dynamic_ncols=True,
+                        disable=not tty)
+
+    def update(self):
+        self.done += 1
+        self.bar.update(1)
+        now = time.time()
+        if self.lines and now - self.last >= 10:
+            self.last = now
+            left = (self.total - self.done) * (now - self.t0) / self.done
+            self.say(f"{self.what}: {self.done:,}/{self.total:,} batches in {human_time(now - self.t0)}, "
+                     f"about {human_time(left)} left")
+
+    def close(self):
+        self.bar.close()
+
+
 def main():
-    config = resolve(configure(config_keys(globals())))
-    globals().update(config)  # as nanoGPT: from here on every config key is a plain name
     ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun sets RANK, LOCAL_RANK, WORLD_SIZE
+    stopper = Stopper(master=os.environ.get("RANK", "0") == "0")  # first: a stop during setup is honoured
+    given = {}  # the keys set in config files or on the command line, and where
+    config = preflight(resolve(configure(config_keys(globals()), given=given)), given)
+    globals().update(config)  # as nanoGPT: from here on every config key is a plain name
     if ddp:
         dist.init_process_group(backend=backend)
     try:
-        signum = train(config, ddp)
+        signum = train(config, ddp, given, stopper)
         if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
             dist.barrier()
     finally:
@@ -303,13 +538,10 @@ def main():
     sys.exit(code)
 
 
-def train(config, ddp):
+def train(config, ddp, given, stopper):
     rank = dist.get_rank() if ddp else 0
     world_size = dist.get_world_size() if ddp else 1
     master = rank == 0  # only this process prints and writes files
-    if gradient_accumulation_steps % world_size:
-        raise ConfigError(f"gradient_accumulation_steps={gradient_accumulation_steps} must be divisible by "
-                          f"the number of processes ({world_size})")
     accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
     tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
     device_type = torch.device(device).type
@@ -344,10 +576,6 @@ def train(config, ddp):
             missing = [k for k in ("optimizer", "iter_num", "best_val_loss", "rng", "sampler") if k not in ckpt]
             if missing:
                 raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
-            trained_block = ckpt["model_args"].get("block_size")
-            if trained_block != block_size:
-                raise ConfigError(f"resume: block_size={block_size} but the checkpoint's model has "
-                                  f"block_size={trained_block}")
             trained_meta = os.path.join(out_dir, "meta.json")
             if os.path.isfile(trained_meta):  # the same ids must mean the same characters or tokens
                 was = read_meta(out_dir)
@@ -355,13 +583,15 @@ def train(config, ddp):
                     raise ConfigError(f"resume: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
                                       f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
                                       f"{was['tokenizer']}, vocab {was['vocab_size']})")
-            raw_model = model_from_checkpoint(ckpt, dropout=dropout)
+            raw_model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
             iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
         else:
             raw_model = GPT.from_pretrained(init_from, dropout=dropout)
             if block_size > raw_model.config.block_size:
                 raise ConfigError(f"block_size={block_size} is longer than {init_from}'s {raw_model.config.block_size}")
             raw_model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
+            check_model_keys(config, given, asdict(raw_model.config), init_from, free=("block_size",))
+            check_fits(raw_model.config, batch_size, device_type, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
     except ConfigError:
         raise
     except ImportError as e:
@@ -405,24 +635,44 @@ def train(config, ddp):
     if ddp:  # averages the gradients across processes during backward
         train_model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
 
+    def stop_agreed():
+        """Whether any process has been asked to stop. Under DDP a collective: all call it at the same point."""
+        if not ddp:
+            return stopper.signum is not None
+        flag = torch.tensor(float(stopper.signum is not None), device=device)
+        dist.all_reduce(flag)
+        return flag.item() > 0
+
     @torch.no_grad()
     def estimate_loss():
-        """Mean loss over each split's fixed eval windows; the eval batches are shared out among the processes."""
+        """
+        Mean loss over each split's fixed eval windows; the eval batches are shared out among the
+        processes. None if a stop came first: checked after every batch, so a long eval never delays it.
+        """
         model.eval()
         out = {}
-        for split, data in splits.items():
-            total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
-            for k in range(rank, eval_iters, world_size):
-                starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
-                x, y = to_device(*get_windows(data, starts, block_size))
-                with ctx:
-                    _, loss = model(x, y)
-                total += torch.stack((loss.float(), torch.ones((), device=device)))
-            if ddp:
-                dist.all_reduce(total)
-            out[split] = (total[0] / total[1]).item()
-        model.train()
-        return out
+        rounds = -(-eval_iters // world_size)  # the same number of rounds on every process
+        progress = Progress(2 * rounds, "eval", master, say)
+        try:
+            for split, data in splits.items():
+                total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
+                for k in range(rank, rounds * world_size, world_size):
+                    if k < eval_iters:
+                        starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
+                        x, y = to_device(*get_windows(data, starts, block_size))
+                        with ctx:
+                            _, loss = model(x, y)
+                        total += torch.stack((loss.float(), torch.ones((), device=device)))
+                    if stop_agreed():
+                        return None
+                    progress.update()
+                if ddp:
+                    dist.all_reduce(total)
+                out[split] = (total[0] / total[1]).item()
+            return out
+        finally:
+            progress.close()
+            model.train()
 
     def save(names):
         """Write the full training state to out_dir/<name> for each name. Every process must call this."""
@@ -454,29 +704,19 @@ def train(config, ddp):
             tqdm.write(message)
             sys.stdout.flush()
 
-    # out_dir: meta.json for sample.py, and log.jsonl (a resume keeps the records before its iteration)
-    log_path = os.path.join(out_dir, "log.jsonl")
-    if master:
-        try:
-            os.makedirs(out_dir or ".", exist_ok=True)
-            if not out_dir or not os.access(out_dir, os.W_OK):
-                raise OSError("not writable" if out_dir else "empty name")
-        except OSError as e:
-            raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
-        meta_out = os.path.join(out_dir, "meta.json")
-        if not os.path.exists(meta_out) or not os.path.samefile(os.path.join(data_dir, "meta.json"), meta_out):
-            shutil.copyfile(os.path.join(data_dir, "meta.json"), meta_out)
-        kept = [r for r in read_log(log_path) if r.get("iter", 0) < iter_num] if init_from == "resume" else []
-        log_file = open(log_path, "w")
-        for r in kept:
-            log_file.write(json.dumps(r) + "\n")
-        log_file.flush()
+    # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
+    log_path, log_file = os.path.join(out_dir, "log.jsonl"), None
+    if master and not eval_only:
+        log_file, moved = open_out_dir(out_dir, data_dir, iter_num if init_from == "resume" else None)
+        if moved:
+            say(moved)
 
     def log(record):
         if master:  # strict JSON: a diverged (nan, inf) value is written as null
             record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
-            log_file.write(json.dumps(record) + "\n")
-            log_file.flush()
+            if log_file is not None:
+                log_file.write(json.dumps(record) + "\n")
+                log_file.flush()
             if wandb_run is not None:
                 wandb_run.log(record)
 
@@ -501,38 +741,82 @@ def train(config, ddp):
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
         f"{world_size} process(es) x {torch.get_num_threads()} threads | {tokens_per_iter:,} tokens per iteration")
 
-    stop_requested = []  # the signal handler only records; the loop acts at the end of the iteration
-
-    def request_stop(signum, frame):
-        if stop_requested:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        stop_requested.append(signum)
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
-
     def fail(message):
         bar.close()
         if master:
             print(f"error: {message}; stopped, {out_dir}/ckpt.pt is the last good checkpoint", file=sys.stderr)
         raise SystemExit(1)
 
+    def train_step(lr, watch):
+        """
+        One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
+        over micro-batches and processes), whether a stop was requested, and the seconds the micro-batches
+        took (the mean over processes: the same number everywhere). With watch, a stop between micro-batches
+        drops the iteration (loss None): its gradients are discarded and the data sampler and random state
+        go back to where it began, so what is saved is the state after the last complete iteration.
+        """
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        t = time.time()
+        before = (sampler.get_state(), rng_state(device_type)) if watch else None
+        xs, ys = get_batch()
+        loss_sum = torch.zeros((), device=device)
+        for micro_step in range(accum):
+            if micro_step and watch and stop_agreed():
+                sampler.set_state(before[0])
+                set_rng_state(before[1], device_type)
+                optimizer.zero_grad(set_to_none=True)
+                return None, True, time.time() - t
+            # DDP averages gradients across processes; only on the last micro-batch is that needed
+            sync = not ddp or micro_step == accum - 1
+            with (nullcontext() if sync else train_model.no_sync()):
+                with ctx:
+                    _, loss = train_model(xs[micro_step], ys[micro_step])
+                loss_sum += loss.detach()
+                scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
+        # one collective for the logged loss, the stop flag and the time taken
+        stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t], device=device)
+        stats[0] = loss_sum / accum
+        if ddp:
+            dist.all_reduce(stats)
+        loss_value, stop, seconds = stats[0].item() / world_size, stats[1].item() > 0, stats[2].item() / world_size
+        if not math.isfinite(loss_value):
+            fail(f"loss is {loss_value} at iter {iter_num}")
+        if grad_clip > 0.0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return loss_value, stop, seconds
+
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
     start_iter, stop = iter_num, False
     tokens_since_log, time_since_log = 0, 0.0
+    step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
+    # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
+    # while iterations are slow (the first, unmeasured, counts as slow)
+    watch = accum > 1
+    stopper.armed = ("nothing to save (eval_only)" if eval_only else
+                     f"saving {out_dir}/ckpt.pt as it was after the last complete iteration")
     while True:
         if stop:
-            save(["ckpt.pt"])
-            name = signal.Signals(stop_requested[0]).name if stop_requested else "a peer's signal"
-            say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; "
-                "continue with --init_from=resume")
+            if not eval_only:
+                save(["ckpt.pt"])
+                name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
+                say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
             break
 
         lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
         # evaluate and checkpoint
         if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
+            t = time.time()
             losses = estimate_loss()
+            if losses is None:  # a stop came mid-eval: saving does not need its result
+                stop = True
+                continue
+            eval_time = time.time() - t
             log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
                  "elapsed": time.time() - t0})
             say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
@@ -547,35 +831,14 @@ def train(config, ddp):
         if iter_num >= max_iters or eval_only:
             break
 
-        # one iteration: accum micro-batches per process, then one optimizer step
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         t = time.time()
-        xs, ys = get_batch()
-        loss_sum = torch.zeros((), device=device)
-        for micro_step in range(accum):
-            # DDP averages gradients across processes; only on the last micro-batch is that needed
-            sync = not ddp or micro_step == accum - 1
-            with (nullcontext() if sync else train_model.no_sync()):
-                with ctx:
-                    _, loss = train_model(xs[micro_step], ys[micro_step])
-                loss_sum += loss.detach()
-                scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
-        # one collective for the logged loss (mean over micro-batches and processes) and the stop flag
-        stats = torch.stack((loss_sum / accum, torch.tensor(float(bool(stop_requested)), device=device)))
-        if ddp:
-            dist.all_reduce(stats)
-        loss_value, stop = stats[0].item() / world_size, stats[1].item() > 0  # .item() waits for the GPU
-        if not math.isfinite(loss_value):
-            fail(f"loss is {loss_value} at iter {iter_num}")
-        if grad_clip > 0.0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        loss_value, stop, seconds = train_step(lr, watch)
+        if loss_value is None:  # dropped mid-iteration by a stop
+            continue
+        watch = accum > 1 and (not ddp or seconds > 1.0)
+        step_times.append(time.time() - t)
         tokens_since_log += tokens_per_iter
-        time_since_log += time.time() - t
+        time_since_log += step_times[-1]
 
         if iter_num % log_interval == 0:
             tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
@@ -586,12 +849,20 @@ def train(config, ddp):
             tokens_since_log, time_since_log = 0, 0.0
         iter_num += 1
         bar.update(1)
+        if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
+            # once, from the first iterations (the first warms up: left out where there are more)
+            estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
+            guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
+            seconds, line = time_left(iter_num, max_iters, eval_interval, step, guess)
+            if seconds >= 60:  # a shorter run is over before anyone wonders
+                say(f"estimate: {line} on {device}")
 
     bar.close()
-    if master:
+    if master and log_file is not None:
         log_file.close()
         if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):
             say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
+    if master:
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
@@ -600,7 +871,7 @@ def train(config, ddp):
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved
                 say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
                     "no checkpoint written")
-    return stop_requested[0] if stop_requested else None  # the signal this process was stopped by
+    return stopper.signum  # the signal this process was stopped by, if any
 
 
 if __name__ == "__main__":

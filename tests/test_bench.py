@@ -111,7 +111,7 @@ def test_attention_sweep_slopes(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--mode=nope"], "mode must be one of peak, train, sample, attention"),
     (["--mode=peak", "--batch_size=3"], "unknown config key 'batch_size'"),
-    (["--mode=train", "--dtype=float16"], "float32 or bfloat16, not cpu float16"),
+    (["--mode=train", "--dtype=float16"], "float16 on a CPU"),
     (["--mode=train", "--dtype=int8"], "dtype must be auto or one of"),
     (["--mode=train", "--device=gpu"], "device='gpu' is not a torch device"),
     (["--mode=attention", "--t_min=100", "--t_max=120"], "no power of 2 between t_min=100 and t_max=120"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from configurator import ConfigError, config_keys, configure, run
+from configurator import ConfigError, config_keys, configure, resolve_device, run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = {
@@ -175,6 +175,34 @@ def test_run_turns_ctrl_c_into_one_line_and_exit_130(capsys):
         run(main)
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_given_reports_each_key_set_and_where(tmp_path):
+    """A key set to its default value was still asked for: train.py checks such keys against a checkpoint."""
+    path = write(tmp_path, "batch_size = 12\nlearning_rate = 1e-3\n")  # 12 is the default
+    given = {}
+    configure(DEFAULTS, [path, "--learning_rate=2e-3", "--compile=false"], given=given)
+    assert given == {"batch_size": f"in {path}", "learning_rate": "on the command line",
+                     "compile": "on the command line"}
+
+
+def test_run_speaks_only_on_rank_0_under_torchrun(capsys, monkeypatch):
+    """Every torchrun process meets the same bad input: one line, from rank 0, and exit 2 from all."""
+    def main():
+        configure(DEFAULTS, ["--bogus=1"])
+
+    for rank, expected in (("1", ""), ("0", "error: unknown config key 'bogus' on the command line\n")):
+        monkeypatch.setenv("RANK", rank)
+        with pytest.raises(SystemExit) as exit_info:
+            run(main)
+        assert exit_info.value.code == 2 and capsys.readouterr().err == expected
+
+
+def test_float16_on_a_cpu_is_refused():
+    """float16 autocast on a CPU crawls: every script that resolves a device refuses it with one line."""
+    with pytest.raises(ConfigError, match="float16 on a CPU .*bfloat16"):
+        resolve_device("cpu", "float16")
+    assert resolve_device("cpu", "bfloat16") == ("cpu", "cpu", "bfloat16")
 
 
 def test_run_lets_other_errors_through():

@@ -6,9 +6,11 @@ its outputs, exact resume, crash-safe checkpoints, signals, divergence, and DDP 
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -91,6 +93,8 @@ def digest(path):
     (["--device=tpu"], ["device", "tpu"]),
     (["--init_from=nonsense"], ["init_from", "nonsense"]),
     (["--init_from=gpt2-xxl"], ["init_from", "gpt2-xl", "gpt2-xxl"]),  # not a GPT-2 size: no download tried
+    (["--dtype=float16"], ["float16", "bfloat16"]),  # on a CPU: ~20x slower, so refused
+    (["--eval_only=true"], ["eval_only", "init_from=resume"]),  # a random model's loss is not what was meant
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
     assert_one_line_error(run_train(*args, out=tmp_path / "out"), 2, *words)
@@ -157,6 +161,62 @@ def test_resume_refuses_another_tokenizer(tmp_path, data_dir):
     assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", data=data_dir, out=out), 2,
                           "not the tokenizer this model was trained with")
     assert (out / "meta.json").read_text() == before  # the model's own tokenizer is left alone
+
+
+def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
+    """--init_from=resume trains the checkpoint's model: a model key set to another value is an error naming
+    it and both values; keys left out take the checkpoint's values; dropout may change."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    before = digest(out / "ckpt.pt")
+    assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", "--n_layer=2", "--position=rope",
+                                    data=data_dir, out=out), 2,
+                          "n_layer=2 (on the command line)", "has n_layer=1", "position=rope", "position=learned")
+    assert digest(out / "ckpt.pt") == before
+    # no model keys at all (nor block_size: the default 1024 would not fit this checkpoint): the checkpoint's
+    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
+           "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--dropout=0.1",
+           "--gradient_accumulation_steps=2", "--device=cpu", "--compile=false", "--num_threads=1"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 4 and ckpt["model_args"]["n_layer"] == 1 and ckpt["model_args"]["block_size"] == 16
+    assert ckpt["model_args"]["dropout"] == 0.1 and ckpt["config"]["n_embd"] == 16
+
+
+def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
+    """A scratch run into an out_dir holding a trained run moves that run to out_dir/previous/<...>-iter<N>/
+    (checkpoints, log, plot, tokenizer, byte for byte) and says so; sample.py reads it from there."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=4", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    first = {p.name: digest(p) for p in out.iterdir()}
+    assert {"ckpt.pt", "best.pt", "log.jsonl", "meta.json"} <= set(first)
+    best = load_checkpoint(out / "best.pt")["best_val_loss"]
+    again = run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out)  # e.g. the README line, again
+    assert again.returncode == 0, again.stderr
+    kept = list((out / "previous").iterdir())
+    assert len(kept) == 1 and kept[0].name.endswith("-iter4")
+    assert {p.name: digest(p) for p in kept[0].iterdir()} == first
+    assert f"held an earlier run (iter 4, best val loss {best:.4f}): moved to {kept[0]}" in again.stdout
+    assert f"python sample.py --out_dir={kept[0]}" in again.stdout
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2  # the new run has out_dir to itself
+    import sample
+    model, meta, loaded = sample.load_model({"init_from": "resume", "out_dir": str(kept[0]), "ckpt": ""})
+    assert "iter 4" in loaded and meta["vocab_size"] == VOCAB
+    # a third run keeps the second beside the first
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    assert len(list((out / "previous").iterdir())) == 2
+
+
+def test_eval_only_writes_nothing(tmp_path, data_dir):
+    """--eval_only=true evaluates the checkpoint: the log, the plot and the checkpoints stay as they were."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=4", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    before = {p.name: digest(p) for p in out.iterdir()}
+    result = run_train("--eval_only=true", "--init_from=resume", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    assert "step 4: train loss" in result.stdout
+    assert {p.name: digest(p) for p in out.iterdir()} == before
 
 
 def test_unusable_out_dir_is_one_line(tmp_path, data_dir):
@@ -357,9 +417,118 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
         proc.kill()
     assert proc.returncode == 128 + signum, stderr  # as an interrupted command: a script can tell
     assert "Traceback" not in stderr and "saved" in stdout
+    # a long run says up front how long, from its first iterations
+    assert re.search(r"estimate: 999,99\d iterations x [\d.]+ s \+ \d+ evals x .*: about .* to go on cpu", stdout), stdout
     ckpt = load_checkpoint(out / "ckpt.pt")
     steps, _ = losses(out)
     assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
+
+
+def start_train(out, data, *args):
+    """train.py in the background, with a reader thread collecting its stdout lines as they come."""
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data}", f"--out_dir={out}", *TINY, *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    return proc, lines, reader
+
+
+def wait_for(proc, lines, text, seconds=120):
+    deadline = time.time() + seconds
+    while not any(text in line for line in lines):
+        assert proc.poll() is None and time.time() < deadline, (text, lines, proc.poll())
+        time.sleep(0.05)
+
+
+def stop_and_time(proc, signum, limit=60):
+    """Send signum; (seconds until the process exited, its stderr). Its stdout stays with start_train's reader."""
+    sent = time.time()
+    proc.send_signal(signum)
+    try:
+        proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"still running {limit} s after {signal.Signals(signum).name}")
+    return time.time() - sent, proc.stderr.read()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir):
+    """A stop mid-eval is acknowledged at once, the eval is dropped (its result is not needed to save), and
+    the run saves and exits within seconds. The eval shows its progress meanwhile: it is never silent.
+    (Before: the eval of ~10^6 batches, about 10 minutes here, ran to its end first.)"""
+    out = tmp_path / "out"
+    proc, lines, reader = start_train(out, data_dir, "--eval_iters=1000000", "--max_iters=10")
+    try:
+        wait_for(proc, lines, "eval: " if signum == signal.SIGINT else "scratch at iter 0")  # progress: every 10 s
+        seconds, stderr = stop_and_time(proc, signum)
+    finally:
+        proc.kill()
+    reader.join(10)
+    print(f"{signal.Signals(signum).name} mid-eval: exited {seconds:.1f} s later")
+    assert proc.returncode == 128 + signum, stderr
+    assert "stopping" in stderr and "Traceback" not in stderr, stderr
+    assert seconds < 30  # ~0.5 s when the machine is idle; a loaded one is slower to start and to exit
+    assert any("batches in" in line and "left" in line for line in lines) or signum != signal.SIGINT, lines
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 0
+    model_from_checkpoint(ckpt)
+
+
+def test_stop_mid_iteration_saves_the_last_complete_one(tmp_path, data_dir):
+    """An iteration of 20,000 micro-batches (~30 s): a stop between micro-batches drops the iteration and
+    saves the state before it (the data sampler included, so a resume redraws the same batches)."""
+    out = tmp_path / "out"
+    proc, lines, reader = start_train(out, data_dir, "--gradient_accumulation_steps=20000", "--max_iters=10")
+    try:
+        wait_for(proc, lines, "step 0:")
+        time.sleep(1)
+        seconds, stderr = stop_and_time(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+    reader.join(10)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert seconds < 20, seconds
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 0
+    assert torch.equal(ckpt["sampler"]["generator"], torch.Generator().manual_seed(1337).get_state())
+
+
+def test_stop_before_training_begins_exits_at_once(tmp_path):
+    """SIGTERM while the data is being prepared (a slow prepare.py): one line, exit 143, nothing left running."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    (folder / "prepare.py").write_text("import time\ntime.sleep(120)\n")
+    proc, lines, reader = start_train(tmp_path / "out", folder)
+    try:
+        wait_for(proc, lines, "running its prepare.py")
+        time.sleep(1)
+        seconds, stderr = stop_and_time(proc, signal.SIGTERM)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines() == ["SIGTERM: stopped before training began"]
+
+
+def test_block_size_that_cannot_fit_is_refused_before_allocating(tmp_path):
+    """--block_size=100000: the memory a micro-batch needs (sizing.py's lower bound) is checked against the
+    machine's before anything is allocated. (Before: 16 GB allocated, then no output for 10 minutes.)"""
+    make_dataset(tmp_path / "long", n_train=200_000, n_val=110_000)
+    result = run_train("--block_size=100000", "--batch_size=64", "--n_layer=8", "--n_embd=1024", "--n_head=8",
+                       data=tmp_path / "long", out=tmp_path / "out", timeout=120)
+    assert_one_line_error(result, 2, "block_size=100000 x batch_size=64 needs at least", "available",
+                          "lower batch_size or block_size")
+    assert not (tmp_path / "out").exists()
+
+
+def test_time_left_counts_iterations_and_evals():
+    # 100 iterations from iter 0, evals at 0, 25, 50, 75, 100
+    assert train.time_left(0, 100, 25, 2.0, 10.0)[0] == 100 * 2.0 + 5 * 10.0
+    # from iter 3 of 10 with evals every 4: at 4, 8, and the last (10)
+    seconds, line = train.time_left(3, 10, 4, 60.0, 600.0)
+    assert seconds == 7 * 60 + 3 * 600 and line == "7 iterations x 60.00 s + 3 evals x 10 min: about 37 min to go"
+    assert train.time_left(0, 5000, 250, 2.0, 600.0)[1].endswith("about 6.3 hours to go")
 
 
 def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
@@ -400,6 +569,43 @@ def test_two_process_ddp_equals_one_process_accumulation(tmp_path, data_dir):
     assert len(ckpt["rng"]["torch"]) == 2  # each process's dropout RNG, for an exact resume
 
 
+def test_config_error_under_torchrun_is_one_line_from_rank_0(tmp_path):
+    """Each process meets the same bad key, before the processes connect: one error line, every process
+    exits 2. (torchrun itself then reports the failed processes and exits 1: that part is torchrun's.)"""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+           "--n_layr=2", f"--out_dir={tmp_path / 'out'}"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: unknown config key 'n_layr' on the command line (did you mean n_layer?)"], result.stderr
+    assert "exitcode  : 2" in result.stderr  # torchrun's report: the process that failed first exited 2
+
+
+@pytest.mark.slow
+def test_ctrl_c_under_torchrun_mid_eval_saves(tmp_path, data_dir):
+    """Ctrl-C reaches torchrun, which passes SIGINT to each process: mid-eval, they agree to stop (a
+    collective after every eval batch), save and exit 130. torchrun's own report follows (its exit 1)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+           f"--data_dir={data_dir}", f"--out_dir={out}", *TINY, "--eval_iters=1000000", "--max_iters=10"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_for(proc, lines, "scratch at iter 0")
+        time.sleep(2)
+        seconds, stderr = stop_and_time(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+    reader.join(10)
+    assert stderr.count("SIGINT: stopping;") == 1, stderr  # rank 0 speaks for both
+    assert seconds < 30
+    assert any("SIGINT at iter 0: saved" in line for line in lines), lines
+    assert len(load_checkpoint(out / "ckpt.pt")["rng"]["torch"]) == 2
+
+
 def test_init_from_hugging_face_folder(tmp_path, data_dir):
     """init_from=<a GPT-2 saved by transformers>: imported, its 32-position context cropped to block_size 16."""
     transformers = pytest.importorskip("transformers")
@@ -412,6 +618,11 @@ def test_init_from_hugging_face_folder(tmp_path, data_dir):
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["model_args"]["block_size"] == 16 and ckpt["model_args"]["vocab_size"] == VOCAB + 4
     assert ckpt["model"]["transformer.wpe.weight"].shape == (16, 16)
+    # a model key set to something else than the weights have is an error, not silently ignored
+    clash = run_train(f"--init_from={tmp_path / 'hf'}", "--n_embd=32", "--max_iters=2", data=data_dir,
+                      out=tmp_path / "out2")
+    assert clash.returncode == 2, clash.stderr  # (transformers may print its own notes while loading)
+    assert "error: n_embd=32 (on the command line)" in clash.stderr and "has n_embd=16" in clash.stderr
 
 
 def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, offline_hf):
