@@ -11,10 +11,11 @@ out_dir receives:
     ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
     best.pt     the state with the lowest val loss so far
     log.jsonl   one JSON object per line: every log_interval iterations
-                {"iter", "loss", "lr", "tokens_per_sec", "elapsed"} (loss: the iteration's mean over all
-                micro-batches and processes), and every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
+                {"iter", "loss", "lr", "tokens_per_sec", "elapsed", "grad_norm"} (loss: the iteration's mean over
+                all micro-batches and processes; grad_norm: the gradient's global norm before clipping), and
+                every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
     meta.json   the dataset's tokenizer, so sample.py can decode
-    loss.png    the loss curves (if matplotlib is installed)
+    loss.png    the loss curves and the gradient norm (if matplotlib is installed)
 
 Ctrl-C (SIGINT) or SIGTERM saves ckpt.pt at the end of the current iteration and exits with 128 + the
 signal's number (130, 143), as an interrupted command does: `train.py && sample.py` stops there.
@@ -201,7 +202,8 @@ def read_log(path):
 
 
 def plot_losses(records, path):
-    """loss.png: batch loss per logged iteration and the eval losses. False if matplotlib is missing."""
+    """loss.png: batch loss per logged iteration and the eval losses, and below them the gradient norm.
+    False if matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no display needed
@@ -210,14 +212,22 @@ def plot_losses(records, path):
         return False
     steps = [r for r in records if r.get("loss") is not None]
     evals = [r for r in records if r.get("val_loss") is not None]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    norms = [r for r in steps if r.get("grad_norm") is not None]  # a log from before grad_norm has none
+    fig, axes = plt.subplots(2 if norms else 1, 1, figsize=(8, 7.5 if norms else 4.5), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [2, 1] if norms else [1]})
+    ax = axes[0][0]
     ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
     ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
     ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
-    ax.set_xlabel("iteration")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.grid(alpha=0.3)
     ax.legend()
+    if norms:
+        axes[1][0].plot([r["iter"] for r in norms], [r["grad_norm"] for r in norms], lw=1)
+        axes[1][0].set_yscale("log")
+        axes[1][0].set_ylabel("gradient norm\n(before clipping)")
+        axes[1][0].grid(alpha=0.3)
+    axes[-1][0].set_xlabel("iteration")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return True
@@ -549,9 +559,10 @@ def train(config, ddp):
         loss_value, stop = stats[0].item() / world_size, stats[1].item() > 0  # .item() waits for the GPU
         if not math.isfinite(loss_value):
             fail(f"loss is {loss_value} at iter {iter_num}")
-        if grad_clip > 0.0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip)
+        grad_norm = None
+        if grad_clip > 0.0 or iter_num % log_interval == 0:
+            scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0.0 else math.inf)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -561,7 +572,8 @@ def train(config, ddp):
         if iter_num % log_interval == 0:
             tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
             elapsed = time.time() - t0
-            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed})
+            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed,
+                 "grad_norm": grad_norm.item()})
             say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
             bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
             tokens_since_log, time_since_log = 0, 0.0
