@@ -38,6 +38,7 @@ eval = ""  # a text file: score all of it (in block_size windows) instead of ins
 stride = 0  # --eval: windows start this many tokens apart; each token is scored once, with at least
 # block_size - stride tokens of context (after the first window). 0 = block_size // 2
 batch_size = 8  # --eval: windows per forward pass
+heads = False  # --eval: also each head's statistics (as the table for --start), averaged over all windows
 top = 3  # the logit lens's top tokens per position and layer (in the page)
 html = "lens.html"  # the page to write; "" = none
 png = "lens.png"  # the attention grid to write; "" = none
@@ -172,11 +173,12 @@ def windows(n, block_size, stride):
 
 
 @torch.no_grad()
-def evaluate(model, ids, nbytes, stride=0, batch_size=8, progress=False):
+def evaluate(model, ids, nbytes, stride=0, batch_size=8, progress=False, heads=False):
     """
     The model's loss on ids (any length): total nats over tokens 1..n-1 (the first token has no
     context to be predicted from), per token, as perplexity, and per UTF-8 byte in bits (nbytes: each
-    token's byte count), which compares models with different tokenizers on the same text.
+    token's byte count), which compares models with different tokenizers on the same text. With heads,
+    also head_stats averaged over the windows (each window's rows 1..T-1).
     """
     B = model.config.block_size
     stride = stride or max(1, B // 2)
@@ -184,7 +186,7 @@ def evaluate(model, ids, nbytes, stride=0, batch_size=8, progress=False):
     data = torch.tensor(ids, dtype=torch.long)
     plan = windows(len(ids), B, stride)
     T = min(B, len(ids) - 1)
-    total = 0.0
+    total, head_sums = 0.0, None
     for k in tqdm(range(0, len(plan), batch_size), unit="batch", disable=not progress, file=sys.stderr):
         chunk = plan[k:k + batch_size]
         x = torch.stack([data[b:b + T] for b, _ in chunk])
@@ -192,12 +194,17 @@ def evaluate(model, ids, nbytes, stride=0, batch_size=8, progress=False):
         for row, (b, first) in enumerate(chunk):  # ignore targets an earlier window already scored
             y[row, :max(0, first - b - 1)] = -1
         x, y = x.to(dev), y.to(dev)
-        logits, _ = model(x, y)
+        with capture_attention(model) if heads else contextlib.nullcontext() as attns:
+            logits, _ = model(x, y)
+            if heads:  # (windows, L, H) per statistic, summed over the windows
+                stats = head_stats(torch.stack([a.att for a in attns], dim=1).float().cpu())
+                head_sums = {name: v.sum(0) + (head_sums[name] if head_sums else 0) for name, v in stats.items()}
         total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=-1, reduction="sum").item()
     n_tokens, n_bytes = len(ids) - 1, sum(nbytes[1:])
     nats = total / n_tokens
     return {"tokens": n_tokens, "bytes": n_bytes, "windows": len(plan), "stride": stride, "nats_per_token": nats,
-            "perplexity": math.exp(nats), "bits_per_byte": total / LN2 / n_bytes}
+            "perplexity": math.exp(nats), "bits_per_byte": total / LN2 / n_bytes, "window_tokens": T,
+            "heads": {k: v / len(plan) for k, v in head_sums.items()} if heads else None}
 
 
 # ----------------------------------------------------------------------------- showing it
@@ -448,11 +455,16 @@ def run_eval(cfg):
     log(loaded)
     _, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
     with autocast(device_type, dtype):
-        r = evaluate(model, ids, token_bytes(meta, ids), cfg["stride"], cfg["batch_size"], sys.stderr.isatty())
+        r = evaluate(model, ids, token_bytes(meta, ids), cfg["stride"], cfg["batch_size"], sys.stderr.isatty(),
+                     cfg["heads"])
     print(f"{path}: {r['tokens']:,} tokens scored ({meta['tokenizer']}), {r['bytes']:,} UTF-8 bytes, "
           f"{r['windows']:,} windows of {min(model.config.block_size, r['tokens'])} (stride {r['stride']})")
     print(f"nats/token {r['nats_per_token']:.4f}  perplexity {r['perplexity']:.3f}  "
           f"bits/byte {r['bits_per_byte']:.4f}")
+    if r["heads"]:
+        T = r["window_tokens"]
+        print(f"\nheads, averaged over the {r['windows']:,} windows ({r['windows'] * (T - 1):,} rows of attention):")
+        print(stats_table(r["heads"], reference(T)))
     return r
 
 

@@ -192,6 +192,18 @@ def test_eval_matches_a_hand_computation(stride):
     assert r["bits_per_byte"] == pytest.approx(total / math.log(2) / len(text[1:].encode()), rel=1e-5)
 
 
+def test_eval_head_statistics_average_the_windows():
+    model = tiny_gpt(block_size=16)
+    ids = char_ids(TEXT_E)  # 58 tokens: windows at 0, 8, ..., 40 and 41
+    r = lens.evaluate(model, ids, [1] * len(ids), stride=8, batch_size=4, heads=True)
+    assert r["windows"] == 7 and r["heads"]["entropy"].shape == (2, 2)
+    each = [lens.head_stats(lens.look_inside(model, ids[b:b + 16])["att"]) for b, _ in lens.windows(len(ids), 16, 8)]
+    for name, value in r["heads"].items():
+        torch.testing.assert_close(value, sum(s[name] for s in each) / 7)
+    plain = lens.evaluate(model, ids, [1] * len(ids), stride=8, batch_size=4)
+    assert plain["heads"] is None and plain["nats_per_token"] == pytest.approx(r["nats_per_token"], rel=1e-6)
+
+
 def test_windows_score_every_target_once():
     for n, B, stride in [(5, 8, 4), (9, 8, 4), (10, 8, 4), (100, 8, 3), (100, 8, 8), (33, 8, 1)]:
         scored = []
@@ -205,8 +217,10 @@ def test_windows_score_every_target_once():
 def test_eval_command_prints_the_numbers(out_dir, tmp_path, capsys):
     path = tmp_path / "text.txt"
     path.write_text(TEXT_E * 3, encoding="utf-8")  # 174 characters: windows of 64 at 0, 16, ..., 96 and 109
-    r = lens.main([f"--out_dir={out_dir}", f"--eval={path}", "--stride=16"])
+    r = lens.main([f"--out_dir={out_dir}", f"--eval={path}", "--stride=16", "--heads=true"])
     out = capsys.readouterr().out
+    assert "heads, averaged over the 8 windows (504 rows of attention):" in out
+    assert out.splitlines()[-1].strip().startswith("reference")
     assert r["tokens"] == 173 and r["windows"] == 8 and r["stride"] == 16
     assert f"nats/token {r['nats_per_token']:.4f}  perplexity {r['perplexity']:.3f}  bits/byte {r['bits_per_byte']:.4f}" in out
     assert "173 tokens scored (char), 182 UTF-8 bytes" in out
