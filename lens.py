@@ -116,13 +116,13 @@ def layer_name(row):
 
 def head_stats(att):
     """
-    The seeds' claims per head, from att (L, H, T, T), over the rows that have a choice (1..T-1; row 0
+    The seeds' claims per head, from att (..., T, T), e.g. (L, H, T, T) -> (L, H) each, over the rows that have a choice (1..T-1; row 0
     sees only itself): diagonal, the share of rows whose largest weight is on the diagonal (ties count);
     previous and first, the same for the token just before and for the first token; distance, the mean
     of sum_j p_ij (i - j), how far back a head looks; entropy, of each row in nats (0: all on one token).
     """
     T = att.size(-1)
-    rows = att[..., 1:, :]  # (L, H, T-1, T)
+    rows = att[..., 1:, :]  # (..., T-1, T)
     i = torch.arange(1, T, dtype=att.dtype)
     top = rows.max(dim=-1).values
     at = lambda j: rows.gather(-1, j.expand(*rows.shape[:-1]).unsqueeze(-1)).squeeze(-1)  # noqa: E731
