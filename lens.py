@@ -35,8 +35,7 @@ out_dir = "out"
 ckpt = ""  # "" = best.pt if there is one, else ckpt.pt
 start = "ROMEO:\nBut soft, what light through yonder window breaks?"  # the text, or "FILE:path"
 eval = ""  # a text file: score all of it (in block_size windows) instead of inspecting --start
-stride = 0  # --eval: windows start this many tokens apart; each token is scored once, with at least
-# block_size - stride tokens of context (after the first window). 0 = block_size // 2
+stride = 0  # --eval: windows start this many tokens apart; each token is scored once; 0 = block_size // 2
 batch_size = 8  # --eval: windows per forward pass
 heads = False  # --eval: also each head's statistics (as the table for --start), averaged over all windows
 top = 3  # the logit lens's top tokens per position and layer (in the page)
@@ -507,7 +506,7 @@ def main(argv=None):
     print("loss  " + "  ".join(f"{layer_name(r)}: {x:.3f}" for r, x in enumerate(lens_loss.tolist())))
     print(lens_rows(tokens, [[decode([i]) for i in row] for row in lens_logits.argmax(-1).tolist()]))
 
-    title = f"{loaded.split(',')[0]}, {len(ids)} tokens"
+    title = f"{loaded.split(', tokenizer from')[0]}: {len(ids)} tokens"
     if cfg["png"] and plot_attention(inside["att"], tokens, cfg["png"]):
         log(f"wrote {cfg['png']}")
     elif cfg["png"]:
