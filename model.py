@@ -145,6 +145,8 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.dropout = config.dropout
         self.manual = config.attention == "manual"
+        self.capture = False  # True: also compute the attention probabilities and keep them in self.att (lens.py)
+        self.att = None
         # one fused projection for query, key and value of all heads
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
@@ -165,12 +167,16 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(layer, k, v)
         S = k.size(2)  # keys visible: the cached past plus these T positions
         dropout_p = self.dropout if self.training else 0.0
-        if self.manual:
+        if self.manual or self.capture:
             # explicit scores: O(T^2) memory and FLOPs per head, the quadratic cost made visible
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(~self.mask[S - T:S, :S], float("-inf"))
-            att = self.attn_dropout(F.softmax(att, dim=-1))
-            y = att @ v
+            mask = self.mask[S - T:S, :S] if self.manual else \
+                torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+            att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+            if self.capture:  # the probabilities themselves; the output below is the usual path's
+                self.att = att.detach()
+        if self.manual:
+            y = self.attn_dropout(att) @ v
         elif T == S:  # no past: the ordinary causal mask
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         elif T == 1:  # one new token sees every cached position

@@ -11,10 +11,11 @@ out_dir receives:
     ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
     best.pt     the state with the lowest val loss so far
     log.jsonl   one JSON object per line: every log_interval iterations
-                {"iter", "loss", "lr", "tokens_per_sec", "elapsed"} (loss: the iteration's mean over all
-                micro-batches and processes), and every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
+                {"iter", "loss", "lr", "tokens_per_sec", "elapsed", "grad_norm"} (loss: the iteration's mean over
+                all micro-batches and processes; grad_norm: the gradient's global norm before clipping), and
+                every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
     meta.json   the dataset's tokenizer, so sample.py can decode
-    loss.png    the loss curves (if matplotlib is installed)
+    loss.png    the loss curves and the gradient norm (if matplotlib is installed)
     previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files
                 to previous/<when it last wrote>-iter<N>/, says so, and sample.py reads that folder as before
 
@@ -219,9 +220,9 @@ def read_log(path):
 def plot_losses(records, path, title=""):
     """
     loss.png: the batch loss of each logged iteration and the eval losses, best.pt's eval marked, under
-    title (the run's out_dir). The y-axis shows the curves from the second eval on: the first
-    iterations' loss (~4 nats for characters) would squeeze the part that matters into a sliver.
-    False if matplotlib is missing.
+    title (the run's out_dir), and below them the gradient norm. The y-axis shows the curves from the
+    second eval on: the first iterations' loss (~4 nats for characters) would squeeze the part that
+    matters into a sliver. False if matplotlib is missing.
     """
     try:
         import matplotlib
@@ -231,7 +232,10 @@ def plot_losses(records, path, title=""):
         return False
     steps = [r for r in records if r.get("loss") is not None]
     evals = [r for r in records if r.get("val_loss") is not None and r.get("train_loss") is not None]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    norms = [r for r in steps if r.get("grad_norm") is not None]  # a log from before grad_norm has none
+    fig, axes = plt.subplots(2 if norms else 1, 1, figsize=(8, 7.5 if norms else 4.5), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [2, 1] if norms else [1]})
+    ax = axes[0][0]
     ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
     ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
     ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
@@ -250,10 +254,15 @@ def plot_losses(records, path, title=""):
             ax.text(0.01, 0.98, f"iter {first['iter']}: val {first['val_loss']:.2f}, above the plot",
                     transform=ax.transAxes, va="top", fontsize=8, color="gray")
     ax.set_title(title)
-    ax.set_xlabel("iteration")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.grid(alpha=0.3)
     ax.legend()
+    if norms:
+        axes[1][0].plot([r["iter"] for r in norms], [r["grad_norm"] for r in norms], lw=1)
+        axes[1][0].set_yscale("log")
+        axes[1][0].set_ylabel("gradient norm\n(before clipping)")
+        axes[1][0].grid(alpha=0.3)
+    axes[-1][0].set_xlabel("iteration")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return True
@@ -751,7 +760,8 @@ def train(config, ddp, given, stopper):
         """
         One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
         over micro-batches and processes), whether a stop was requested, and the seconds the micro-batches
-        took (the mean over processes: the same number everywhere). With watch, a stop between micro-batches
+        took (the mean over processes: the same number everywhere), and the gradient's global norm before
+        clipping (a tensor, on clipping or logging iterations; else None). With watch, a stop between micro-batches
         drops the iteration (loss None): its gradients are discarded and the data sampler and random state
         go back to where it began, so what is saved is the state after the last complete iteration.
         """
@@ -766,7 +776,7 @@ def train(config, ddp, given, stopper):
                 sampler.set_state(before[0])
                 set_rng_state(before[1], device_type)
                 optimizer.zero_grad(set_to_none=True)
-                return None, True, time.time() - t
+                return None, True, time.time() - t, None
             # DDP averages gradients across processes; only on the last micro-batch is that needed
             sync = not ddp or micro_step == accum - 1
             with (nullcontext() if sync else train_model.no_sync()):
@@ -782,13 +792,14 @@ def train(config, ddp, given, stopper):
         loss_value, stop, seconds = stats[0].item() / world_size, stats[1].item() > 0, stats[2].item() / world_size
         if not math.isfinite(loss_value):
             fail(f"loss is {loss_value} at iter {iter_num}")
-        if grad_clip > 0.0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip)
+        grad_norm = None
+        if grad_clip > 0.0 or iter_num % log_interval == 0:
+            scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0.0 else math.inf)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return loss_value, stop, seconds
+        return loss_value, stop, seconds, grad_norm
 
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
@@ -832,7 +843,7 @@ def train(config, ddp, given, stopper):
             break
 
         t = time.time()
-        loss_value, stop, seconds = train_step(lr, watch)
+        loss_value, stop, seconds, grad_norm = train_step(lr, watch)
         if loss_value is None:  # dropped mid-iteration by a stop
             continue
         watch = accum > 1 and (not ddp or seconds > 1.0)
@@ -843,7 +854,8 @@ def train(config, ddp, given, stopper):
         if iter_num % log_interval == 0:
             tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
             elapsed = time.time() - t0
-            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed})
+            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed,
+                 "grad_norm": grad_norm.item()})
             say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
             bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
             tokens_since_log, time_since_log = 0, 0.0

@@ -282,7 +282,8 @@ def test_run_writes_log_checkpoints_meta_and_plot(tmp_path, data_dir):
     evals = [r for r in recs if "val_loss" in r]
     assert [r["iter"] for r in steps] == list(range(6)) and [r["iter"] for r in evals] == [0, 3, 6]
     for r in steps:
-        assert set(r) == {"iter", "loss", "lr", "tokens_per_sec", "elapsed"}
+        assert set(r) == {"iter", "loss", "lr", "tokens_per_sec", "elapsed", "grad_norm"}
+        assert r["grad_norm"] > 0
         assert r["lr"] == pytest.approx(train.get_lr(r["iter"], 1e-2, 2, 8, 1e-3))
         assert 0 < r["loss"] < 10 and r["tokens_per_sec"] > 0
     for r in evals:
@@ -352,6 +353,21 @@ def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
     last = result.stdout.strip().splitlines()[-1]
     assert last == "done: nothing to train (max_iters=0): evaluated at iter 0, no checkpoint written"
     assert not (tmp_path / "out" / "ckpt.pt").exists()
+
+
+def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
+    """The logged norm is the gradient's before clipping: at iteration 0 (same weights, same batch) it is the
+    same whether the run clips to 1e-4 or not at all, and far above the 1e-4 it is clipped to."""
+    first = {}
+    for clip in ("0", "1e-4"):
+        out = tmp_path / f"clip{clip}"
+        result = run_train("--max_iters=3", "--eval_interval=3", f"--grad_clip={clip}", data=data_dir, out=out)
+        assert result.returncode == 0, result.stderr
+        steps = [r for r in records(out) if "loss" in r]
+        assert len(steps) == 3 and all(r["grad_norm"] > 0 for r in steps)
+        first[clip] = steps[0]["grad_norm"]
+    assert first["0"] == pytest.approx(first["1e-4"], rel=1e-6)
+    assert first["1e-4"] > 1e-2
 
 
 def test_resume_continues_exactly(tmp_path, data_dir):
