@@ -24,7 +24,7 @@ import torch
 from configurator import ConfigError, config_keys, configure, run
 from sample import load_run
 from sizing import param_counts
-from tokenizer import EOT, gpt2_encoding
+from tokenizer import EOT, gpt2_encoding, write_meta
 
 # -----------------------------------------------------------------------------
 out_dir = "out"  # the training run to export
@@ -207,6 +207,7 @@ def export_hf(model, meta, checkpoint, path, source):
         write_gpt2_tokenizer(path, config.block_size)
     else:
         write_char_tokenizer(path, meta["itos"], config.block_size)
+    write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's sample.py --init_from=<folder>
     with open(os.path.join(path, "README.md"), "w") as f:
         f.write(model_card(os.path.basename(os.path.normpath(path)), checkpoint, config, meta, source))
 

@@ -72,7 +72,10 @@ def load_model(cfg):
             model = GPT.from_pretrained(name)
         except Exception as e:  # no network, no transformers, not a GPT-2 folder: all one line
             raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-        return model, gpt2_meta(), f"loaded GPT-2 weights {name}"
+        # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
+        found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
+        meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
+        return model, meta, f"loaded GPT-2 weights {name}, tokenizer from {meta_from}"
     raise ConfigError(f"init_from must be resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl or a model folder, got {name!r}")
 
 
@@ -98,12 +101,12 @@ def load_run(folder, ckpt="", meta=""):
 def meta_for_run(folder, train_config):
     """
     (meta, where from): a meta.json or nanoGPT's meta.pkl in out_dir, else in the training dataset's
-    folder: data/<dataset> from here (as nanoGPT looks), beside out_dir (a nanoGPT checkout), in this
+    folder data/<dataset>: beside out_dir (a nanoGPT checkout), from here (as nanoGPT looks), in this
     repo. Neither: GPT-2's BPE, as nanoGPT assumes.
     """
     dataset = os.path.join("data", str(train_config.get("dataset", "")))
     seen = set()
-    for where in (folder, dataset, os.path.normpath(os.path.join(folder, "..", dataset)), os.path.join(REPO, dataset)):
+    for where in (folder, os.path.normpath(os.path.join(folder, "..", dataset)), dataset, os.path.join(REPO, dataset)):
         if os.path.realpath(where) not in seen:
             seen.add(os.path.realpath(where))
             found = find_meta(where)

@@ -111,7 +111,8 @@ def write_dataset(out_dir, train_ids, val_ids, meta):
 
 def read_meta(folder):
     """The meta.json in folder (or the .json file folder names), checked; a missing or malformed file is a one-line ConfigError."""
-    path = folder if folder.endswith(".json") else os.path.join(folder, "meta.json")
+    path = os.fspath(folder)
+    path = path if path.endswith(".json") else os.path.join(path, "meta.json")
     if not os.path.isfile(path):
         raise ConfigError(f"no meta.json in {folder}")
     try:
