@@ -6,13 +6,14 @@ Export a trained model as a Hugging Face folder, for transformers and the tools 
     python export.py --out_dir=out-tiny-gpt2 --folder=my-gpt   # or anywhere else
     huggingface-cli upload <you>/my-gpt my-gpt                 # share it (needs a login and network)
 
-The folder holds model.safetensors and config.json (GPT-2's architecture), the tokenizer (GPT-2's BPE,
+The folder holds model.safetensors and config.json (GPT-2's architecture; Arcee's, a Llama-style
+model, for rotary positions with RMSNorm as config/tiny.py trains), the tokenizer (GPT-2's BPE,
 or the char-level vocabulary as a `tokenizers` file) and a README.md model card. It loads offline with
 AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder) and
 pipeline("text-generation", model=folder), and back into glassgpt with --init_from=<folder>.
 GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
-untied head, with or without biases (no bias is exported as a zero bias). Rotary positions and RMSNorm
-it cannot: train with config/tiny_gpt2.py for a model to share (README, "Share a model").
+untied head, with or without biases (no bias is exported as a zero bias). Rotary positions with RMSNorm
+export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no match: a one-line error.
 """
 
 import json
@@ -38,14 +39,57 @@ DEFAULTS = config_keys(globals())
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
-def why_not_gpt2(config):
-    """None if GPT-2's architecture computes exactly this model, else the one line that says why not."""
+def architecture(config):
+    """
+    The transformers architecture that computes exactly this model: "gpt2" (learned or sinusoidal
+    positions, LayerNorm) or "arcee" (rotary positions, RMSNorm: a Llama-style model whose MLP is
+    ungated, up_proj -> GELU -> down_proj, as ours; equal logits checked in tests/test_export.py).
+    Other mixes have none: a ConfigError names the switch GPT-2 can't express.
+    """
+    if config.norm == "layernorm" and config.position != "rope":
+        return "gpt2"
+    if config.norm == "rmsnorm" and config.position == "rope":
+        return "arcee"
     if config.position == "rope":
-        return ("position=rope: GPT-2 has no rotary positions; train with position=learned "
-                "(config/tiny_gpt2.py) to export")
-    if config.norm == "rmsnorm":
-        return "norm=rmsnorm: GPT-2 has only LayerNorm; train with norm=layernorm (config/tiny_gpt2.py) to export"
-    return None
+        raise ConfigError("position=rope with norm=layernorm: GPT-2 has no rotary positions and no transformers "
+                          "architecture was found to match; train with position=learned (config/tiny_gpt2.py) to export")
+    raise ConfigError(f"norm=rmsnorm with position={config.position}: GPT-2 has only LayerNorm and no transformers "
+                      "architecture was found to match; train with norm=layernorm (config/tiny_gpt2.py) to export")
+
+
+def arcee_config(config, meta):
+    """transformers' ArceeConfig for a rope + RMSNorm model: all heads keep their own keys and values."""
+    from transformers import ArceeConfig
+    eot = 50256 if meta["tokenizer"] == "gpt2" else None
+    return ArceeConfig(
+        vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=4 * config.n_embd,
+        num_hidden_layers=config.n_layer, num_attention_heads=config.n_head, num_key_value_heads=config.n_head,
+        hidden_act="gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "gelu",
+        max_position_embeddings=config.block_size, rms_norm_eps=1e-5, attention_bias=config.bias,
+        mlp_bias=config.bias, tie_word_embeddings=config.tie_weights, attention_dropout=0.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, bos_token_id=eot, eos_token_id=eot,
+        pad_token_id=None)
+
+
+def arcee_state_dict(model):
+    """Our weights under Arcee's names: the fused c_attn cut into q, k and v (rows [q; k; v], as we split)."""
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    C = model.config.n_embd
+    out = {"model.embed_tokens.weight": sd["transformer.wte.weight"], "model.norm.weight": sd["transformer.ln_f.weight"]}
+    if not model.config.tie_weights:
+        out["lm_head.weight"] = sd["lm_head.weight"]
+    names = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "attn.c_proj": "self_attn.o_proj",
+             "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}
+    for i in range(model.config.n_layer):
+        ours, theirs = f"transformer.h.{i}.", f"model.layers.{i}."
+        for kind in ("weight", "bias"):
+            if ours + "attn.c_attn." + kind in sd:
+                for name, part in zip(("q_proj", "k_proj", "v_proj"), sd[ours + "attn.c_attn." + kind].split(C)):
+                    out[f"{theirs}self_attn.{name}.{kind}"] = part.clone()
+            for a, b in names.items():
+                if f"{ours}{a}.{kind}" in sd:
+                    out[f"{theirs}{b}.{kind}"] = sd[f"{ours}{a}.{kind}"]
+    return out
 
 
 def gpt2_config(config, meta):
@@ -141,7 +185,7 @@ def write_char_tokenizer(path, itos, block_size):
                             model_max_length=block_size).save_pretrained(path)
 
 
-def model_card(name, checkpoint, config, meta, source):
+def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     """README.md for the folder: what the model is, what it learned from, how long, how well, how to load it."""
     train = checkpoint.get("config") or {}
     it = checkpoint.get("iter_num", 0)
@@ -156,19 +200,21 @@ def model_card(name, checkpoint, config, meta, source):
     return f"""---
 library_name: transformers
 pipeline_tag: text-generation
-tags: [glassgpt, gpt2]
+tags: [glassgpt, {arch}]
 ---
 
 # {name}
 
-A GPT-2-architecture language model trained with glassgpt, exported from `{source}`.
+A language model trained with glassgpt, exported from `{source}` as transformers' {
+    "GPT-2 (`GPT2LMHeadModel`)" if arch == "gpt2" else
+    "Arcee (`ArceeForCausalLM`: rotary positions, RMSNorm, an ungated GELU MLP)"}.
 
 - Trained on: dataset `{train.get('dataset', '?')}`{f" ({meta['source']})" if meta.get('source') else ''}
 - Tokens: {vocab}
 - Training: {tokens}
 - Validation loss: {loss}
 - Parameters: {counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py
-  {'' if config.bias else '(trained without biases; the export adds GPT-2 biases that are all zero)'}
+  {'' if config.bias or arch != 'gpt2' else '(trained without biases; the export adds GPT-2 biases that are all zero)'}
 - Shape: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, a context of {config.block_size} tokens,
   {'GPT-2 tanh' if config.activation == 'gelu_tanh' else 'exact (erf)'} GELU{'' if config.tie_weights else ', untied head'}
 
@@ -191,15 +237,24 @@ or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
 
 def export_hf(model, meta, checkpoint, path, source):
     """Write the Hugging Face folder for model at path (which must not exist yet)."""
-    from transformers import GPT2LMHeadModel
     config = model.config
-    hf = GPT2LMHeadModel(gpt2_config(config, meta))
-    missing, unexpected = hf.load_state_dict(gpt2_state_dict(model), strict=False)
+    arch = architecture(config)
+    if arch == "gpt2":
+        from transformers import GPT2LMHeadModel
+        hf, weights = GPT2LMHeadModel(gpt2_config(config, meta)), gpt2_state_dict(model)
+    else:
+        try:
+            from transformers import ArceeForCausalLM
+        except ImportError:
+            raise ConfigError("a rope + rmsnorm model exports as Arcee, which needs transformers >= 4.53") from None
+        hf, weights = ArceeForCausalLM(arcee_config(config, meta)), arcee_state_dict(model)
+    missing, unexpected = hf.load_state_dict(weights, strict=False)
     # only GPT-2's causal-mask buffers (older transformers) and the tied head may be absent
     missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias")) and
                not (k == "lm_head.weight" and config.tie_weights)]
     if missing or unexpected:
-        raise ConfigError(f"export: weights do not match GPT-2's layout (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout "
+                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     if config.tie_weights:
         hf.tie_weights()
     hf.save_pretrained(path)  # model.safetensors (a tied head stored once) and config.json
@@ -209,7 +264,7 @@ def export_hf(model, meta, checkpoint, path, source):
         write_char_tokenizer(path, meta["itos"], config.block_size)
     write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's sample.py --init_from=<folder>
     with open(os.path.join(path, "README.md"), "w") as f:
-        f.write(model_card(os.path.basename(os.path.normpath(path)), checkpoint, config, meta, source))
+        f.write(model_card(os.path.basename(os.path.normpath(path)), checkpoint, config, meta, source, arch))
 
 
 def main(argv=None):
@@ -220,9 +275,10 @@ def main(argv=None):
     if os.path.exists(path) and not cfg["overwrite"]:
         raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
     checkpoint, source, model, meta, _ = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
-    why = why_not_gpt2(model.config)
-    if why:
-        raise ConfigError(f"cannot export {source} to GPT-2: {why}")
+    try:
+        arch = architecture(model.config)
+    except ConfigError as e:
+        raise ConfigError(f"cannot export {source}: {e}") from None
     try:
         import safetensors  # noqa: F401  (transformers writes model.safetensors with it)
         import tokenizers  # noqa: F401
@@ -238,7 +294,8 @@ def main(argv=None):
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"wrote {path}: {source} as a Hugging Face GPT-2 ({meta['tokenizer']} tokenizer); "
+    print(f"wrote {path}: {source} as a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee (Llama-style)'} "
+          f"model ({meta['tokenizer']} tokenizer); "
           f"load it with AutoModelForCausalLM.from_pretrained({path!r})")
 
 

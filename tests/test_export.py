@@ -113,6 +113,19 @@ def test_every_gpt2_switch_exports_with_equal_logits(tmp_path, switches):
     assert ('"activation_function": "gelu"' if switches.get("activation") == "gelu" else '"gelu_new"') in config
 
 
+@pytest.mark.parametrize("switches", [dict(bias=False), dict(bias=True, activation="gelu", tie_weights=False)])
+def test_rope_rmsnorm_model_exports_as_arcee(tmp_path, switches):
+    """config/tiny.py's switches (rotary positions, RMSNorm, no bias) are transformers' Arcee, exactly."""
+    pytest.importorskip("transformers.models.arcee", reason="Arcee needs transformers >= 4.53")
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, position="rope", norm="rmsnorm", **switches)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    hf, _, greedy = check_folder(tmp_path / "run" / "hf", model, meta)
+    assert type(hf).__name__ == "ArceeForCausalLM"
+    pipe = transformers.pipeline("text-generation", model=str(tmp_path / "run" / "hf"))
+    assert pipe(TEXT, max_new_tokens=8, do_sample=False)[0]["generated_text"] == greedy
+
+
 @pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
 def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
