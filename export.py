@@ -22,6 +22,7 @@ import shutil
 
 import torch
 
+from checkpoint import is_nanogpt
 from configurator import ConfigError, config_keys, configure, run
 from sample import load_run
 from sizing import param_counts
@@ -205,7 +206,7 @@ tags: [glassgpt, {arch}]
 
 # {name}
 
-A language model trained with glassgpt, exported from `{source}` as transformers' {
+A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgpt"}, exported by glassgpt from `{source}` as transformers' {
     "GPT-2 (`GPT2LMHeadModel`)" if arch == "gpt2" else
     "Arcee (`ArceeForCausalLM`: rotary positions, RMSNorm, an ungated GELU MLP)"}.
 
@@ -235,8 +236,8 @@ or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
 """
 
 
-def export_hf(model, meta, checkpoint, path, source):
-    """Write the Hugging Face folder for model at path (which must not exist yet)."""
+def export_hf(model, meta, checkpoint, path, source, name):
+    """Write the Hugging Face folder for model at path (which must not exist yet); name heads the model card."""
     config = model.config
     arch = architecture(config)
     if arch == "gpt2":
@@ -264,7 +265,7 @@ def export_hf(model, meta, checkpoint, path, source):
         write_char_tokenizer(path, meta["itos"], config.block_size)
     write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's sample.py --init_from=<folder>
     with open(os.path.join(path, "README.md"), "w") as f:
-        f.write(model_card(os.path.basename(os.path.normpath(path)), checkpoint, config, meta, source, arch))
+        f.write(model_card(name, checkpoint, config, meta, source, arch))
 
 
 def main(argv=None):
@@ -288,7 +289,7 @@ def main(argv=None):
                           "pip install transformers") from None
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
-        export_hf(model.eval(), meta, checkpoint, tmp, source)
+        export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))
         if os.path.exists(path):  # the old folder goes only now that the new one is complete
             shutil.rmtree(path)
         os.replace(tmp, path)
