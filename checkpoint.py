@@ -63,8 +63,24 @@ def current_keys(state):
     return out
 
 
+def is_nanogpt(ckpt):
+    """True for a checkpoint nanoGPT's train.py wrote: its model_args have no norm (glassgpt's always do)."""
+    return "norm" not in ckpt["model_args"]
+
+
+def current_model_args(ckpt):
+    """
+    The checkpoint's model_args with today's fields. nanoGPT's (block_size, vocab_size, n_layer, n_head,
+    n_embd, bias, dropout) mean learned positions, LayerNorm, a tied head (GPTConfig's defaults) and the
+    exact erf GELU of its nn.GELU(); glassgpt's from before the activation switch, GPT-2's tanh GELU.
+    """
+    args = dict(ckpt["model_args"])
+    args.setdefault("activation", "gelu" if is_nanogpt(ckpt) else "gelu_tanh")
+    return args
+
+
 def model_from_checkpoint(ckpt, **overrides):
     """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
-    model = GPT(GPTConfig.from_dict({**ckpt["model_args"], **overrides}))
+    model = GPT(GPTConfig.from_dict({**current_model_args(ckpt), **overrides}))
     model.load_state_dict(current_keys(ckpt["model"]))
     return model

@@ -91,7 +91,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     source = f.read()
             except OSError as e:
                 raise ConfigError(f"cannot read config file {arg}: {e.strerror}") from None
-            scope = {}
+            scope = {"__file__": arg}  # a config file may build on another beside it
             try:
                 exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python
             except Exception as e:

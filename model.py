@@ -24,6 +24,7 @@ PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
+ACTIVATIONS = ("gelu_tanh", "gelu")
 
 
 @dataclass
@@ -39,11 +40,13 @@ class GPTConfig:
     position: str = "learned"  # "learned" | "sinusoidal" | "rope"
     attention: str = "sdpa"  # "sdpa" (fused kernel) | "manual" (explicit T x T scores)
     tie_weights: bool = True  # lm_head shares its weight with wte
+    activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (exact erf: nanoGPT's nn.GELU)
 
     def __post_init__(self):
         def bad(field, why):
             raise ValueError(f"GPTConfig.{field}={getattr(self, field)!r}: {why}")
-        for name, choices in (("norm", NORMS), ("position", POSITIONS), ("attention", ATTENTIONS)):
+        for name, choices in (("norm", NORMS), ("position", POSITIONS), ("attention", ATTENTIONS),
+                              ("activation", ACTIVATIONS)):
             if getattr(self, name) not in choices:
                 bad(name, f"must be one of {', '.join(choices)}")
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
@@ -225,9 +228,11 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.exact = config.activation == "gelu"  # nanoGPT's checkpoints were trained with the erf GELU
 
     def forward(self, x):
-        return self.dropout(self.c_proj(gelu(self.c_fc(x))))  # GPT-2's tanh GELU
+        h = self.c_fc(x)
+        return self.dropout(self.c_proj(F.gelu(h) if self.exact else gelu(h)))
 
 
 class Block(nn.Module):
@@ -422,10 +427,14 @@ class GPT(nn.Module):
         from transformers import GPT2LMHeadModel
         hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
         c = hf.config
-        if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
-            raise ValueError(f"{name_or_path}: activation {c.activation_function!r} is not GPT-2's tanh GELU")
+        # GPT-2's tanh GELU under its two Hugging Face names, or the exact one (a nanoGPT model exported)
+        activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(c.activation_function)
+        if activation is None or c.layer_norm_epsilon != 1e-5:
+            raise ValueError(f"{name_or_path}: activation {c.activation_function!r} or layer_norm_epsilon "
+                             f"{c.layer_norm_epsilon} is not GPT-2's")
         config = GPTConfig(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer,
-                           n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=True)
+                           n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=True,
+                           activation=activation, tie_weights=c.tie_word_embeddings)
         model = cls(config)
         sd = model.state_dict()
         sd_hf = {k: v for k, v in hf.state_dict().items()  # the same key names as ours

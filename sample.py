@@ -4,6 +4,7 @@ Sample from a trained model, printing each token as it is generated:
     python sample.py --out_dir=out-tiny
     python sample.py --out_dir=out-tiny --start="ROMEO:" --num_samples=1 --max_new_tokens=1000
     python sample.py --init_from=gpt2 --start=FILE:prompt.txt --temperature=0.7 --top_p=0.9
+    python sample.py --out_dir=../nanoGPT/out-shakespeare-char    # a nanoGPT run, as it is
 
 Samples go to stdout, separated by a line of dashes; what was loaded goes to stderr.
 """
@@ -18,12 +19,13 @@ import torch
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
 from model import GPT, PRETRAINED
-from tokenizer import gpt2_meta, load_tokenizer, read_meta, stream_decode
+from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
 
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | "gpt2-medium" | ... | a Hugging Face model folder
 out_dir = "out"  # the training run's folder (with init_from="resume")
 ckpt = ""  # "ckpt.pt" (latest) | "best.pt" (lowest val loss); "" = best.pt if there is one, else ckpt.pt
+meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = look beside the checkpoint, then in its dataset
 start = "\n"  # the prompt, or "FILE:path" to read it from a file; "\n" typed in a shell is a newline too
 num_samples = 3  # samples, one after another, separated by a line of dashes
 max_new_tokens = 500  # tokens generated per sample (characters, for a char-level model)
@@ -66,37 +68,68 @@ def load_model(cfg):
     """(model, meta, what was loaded): the model and its tokenizer's meta, from out_dir or GPT-2's weights."""
     name = cfg["init_from"]
     if name == "resume":
-        folder = cfg["out_dir"]
-        if not os.path.isdir(folder):
-            what = "is a file, not a run's folder" if os.path.exists(folder) else "does not exist"
-            raise ConfigError(f"out_dir {folder} {what}: train a model first (python train.py config/tiny.py) "
-                              "or pass --out_dir=<its out_dir>")
-        file = cfg["ckpt"] or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt")
-        path = os.path.join(folder, file)
-        checkpoint = load_checkpoint(path)
-        try:
-            model = model_from_checkpoint(checkpoint)
-        except (RuntimeError, TypeError, ValueError, KeyError) as e:
-            raise ConfigError(f"{path} does not hold a model this code can build: "
-                              f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-        meta, meta_from = find_meta(folder, checkpoint.get("config") or {})
+        checkpoint, path, model, meta, meta_from = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
         return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
-                             f"{checkpoint.get('best_val_loss', float('nan')):.4f}), tokenizer from {meta_from}")
+                             f"{float(checkpoint.get('best_val_loss', 'nan')):.4f}), tokenizer from {meta_from}")
     try:
         model = GPT.from_pretrained(name)
     except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 folder
         raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
     except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
         raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-    return model, gpt2_meta(), f"loaded GPT-2 weights {name}"
+    # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
+    found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
+    meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
+    return model, meta, f"loaded GPT-2 weights {name}, tokenizer from {meta_from}"
 
 
-def find_meta(folder, train_config):
-    """(meta, where from): out_dir/meta.json, else the training dataset's meta.json, else GPT-2's BPE."""
-    for where in (folder, os.path.join(REPO, "data", str(train_config.get("dataset", "")))):
-        if os.path.isfile(os.path.join(where, "meta.json")):
-            return read_meta(where), os.path.join(where, "meta.json")
-    return gpt2_meta(), "GPT-2's BPE (no meta.json found)"
+def load_run(folder, ckpt="", meta=""):
+    """
+    (checkpoint, its path, model, meta, where meta came from) of a training run's out_dir, glassgpt's
+    or nanoGPT's: ckpt names the file ("" = best.pt if there is one, else ckpt.pt), meta the tokenizer.
+    """
+    if not os.path.isdir(folder):
+        what = "is a file, not a run's folder" if os.path.exists(folder) else "does not exist"
+        raise ConfigError(f"out_dir {folder} {what}: train a model first (python train.py config/tiny.py) "
+                          "or pass --out_dir=<its out_dir>")
+    path = os.path.join(folder, ckpt or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt"))
+    checkpoint = load_checkpoint(path)
+    try:
+        model = model_from_checkpoint(checkpoint)
+    except (RuntimeError, TypeError, ValueError, KeyError) as e:
+        raise ConfigError(f"{path} does not hold a model this code can build: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    meta, meta_from = read_meta_path(meta) if meta else meta_for_run(folder, checkpoint.get("config") or {})
+    return checkpoint, path, model, meta, meta_from
+
+
+def meta_for_run(folder, train_config):
+    """
+    (meta, where from): a meta.json or nanoGPT's meta.pkl in out_dir, else in the training dataset's
+    folder data/<dataset>: beside out_dir (a nanoGPT checkout), from here (as nanoGPT looks), in this
+    repo. Neither: GPT-2's BPE, as nanoGPT assumes.
+    """
+    dataset = os.path.join("data", str(train_config.get("dataset", "")))
+    seen = set()
+    for where in (folder, os.path.normpath(os.path.join(folder, "..", dataset)), dataset, os.path.join(REPO, dataset)):
+        if os.path.realpath(where) not in seen:
+            seen.add(os.path.realpath(where))
+            found = find_meta(where)
+            if found:
+                return found
+    return gpt2_meta(), "GPT-2's BPE (no meta.json or meta.pkl found)"
+
+
+def read_meta_path(path):
+    """(meta, path) for --meta: a meta.json, a nanoGPT meta.pkl, or the folder holding one."""
+    if os.path.isdir(path):
+        found = find_meta(path)
+        if not found:
+            raise ConfigError(f"no meta.json or meta.pkl in {path}")
+        return found
+    if not os.path.isfile(path):
+        raise ConfigError(f"no tokenizer file {path} (--meta wants a meta.json or meta.pkl)")
+    return (read_meta(path) if path.endswith(".json") else read_nanogpt_meta(path)), path
 
 
 def read_prompt(start):

@@ -8,12 +8,15 @@ and sample.py reads through here, so the format has one home:
 
 "char" maps each distinct character of the text to an id (sorted, as nanoGPT's shakespeare_char);
 "gpt2" is OpenAI's GPT-2 BPE from tiktoken (50257 tokens, <|endoftext|> = 50256).
+nanoGPT's meta.pkl (a pickle of {"vocab_size", "itos", "stoi"}) is read too, as plain data only.
 """
 
 import codecs
 import functools
+import io
 import json
 import os
+import pickle
 
 import numpy as np
 
@@ -107,8 +110,9 @@ def write_dataset(out_dir, train_ids, val_ids, meta):
 
 
 def read_meta(folder):
-    """The meta.json in folder, checked; a missing or malformed file is a one-line ConfigError."""
-    path = os.path.join(folder, "meta.json")
+    """The meta.json in folder (or the .json file folder names), checked; a missing or malformed file is a one-line ConfigError."""
+    path = os.fspath(folder)
+    path = path if path.endswith(".json") else os.path.join(path, "meta.json")
     if not os.path.isfile(path):
         raise ConfigError(f"no meta.json in {folder}")
     try:
@@ -149,3 +153,48 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     print(f"{tokenizer} tokens: vocab {meta['vocab_size']:,}, train {len(train_ids):,}, val {len(val_ids):,} "
           f"({meta['dtype']}) -> {out_dir}")
     return meta
+
+
+class PlainDataUnpickler(pickle.Unpickler):
+    """
+    An unpickler that builds only what pickle builds by itself (dicts, lists, tuples, strings, numbers,
+    booleans, None). Anything that names a class or function, the way a pickle runs code, is refused
+    before it is imported or called.
+    """
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("it holds a persistent reference")
+
+
+def read_nanogpt_meta(path):
+    """nanoGPT's meta.pkl (vocab_size, itos {id: char}, stoi {char: id}) as a char meta dict; one-line errors."""
+    try:
+        with open(path, "rb") as f:
+            data = PlainDataUnpickler(io.BytesIO(f.read())).load()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except Exception as e:  # refused, truncated, not a pickle
+        raise ConfigError(f"refused {path}: not plain data ({type(e).__name__}: {str(e)[:120]}); "
+                          "only dicts, lists, strings and numbers are read from a pickle") from None
+    itos = data.get("itos") if isinstance(data, dict) else None
+    if isinstance(itos, dict):  # nanoGPT's {0: "\n", 1: " ", ...}
+        itos = [itos.get(i) for i in range(len(itos))]
+    n = data.get("vocab_size") if isinstance(data, dict) else None
+    if not isinstance(itos, list) or n != len(itos) or not all(isinstance(c, str) and len(c) == 1 for c in itos):
+        raise ConfigError(f"{path} is not nanoGPT's char vocabulary (vocab_size and itos, one character per id)")
+    stoi = data.get("stoi")
+    if stoi is not None and stoi != {c: i for i, c in enumerate(itos)}:
+        raise ConfigError(f"{path}: its stoi and itos disagree")
+    return {"tokenizer": "char", "vocab_size": n, "itos": itos, "dtype": bin_dtype(n), "source": path}
+
+
+def find_meta(folder):
+    """(meta, path) from folder's meta.json, else its meta.pkl (nanoGPT's); None if it has neither."""
+    for name, read in (("meta.json", read_meta), ("meta.pkl", read_nanogpt_meta)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return read(path), path
+    return None

@@ -5,6 +5,8 @@ many processes with DDP.
     python train.py config/tiny.py                       # char-level Shakespeare in ~3 minutes on a CPU
     python train.py config/tiny.py --batch_size=32 --compile=false
     python train.py config/tiny.py --init_from=resume    # continue exactly where ckpt.pt stopped
+    python train.py config/train_shakespeare_char.py --init_from=resume --out_dir=../nanoGPT/out-shakespeare-char
+                                                         # continue a nanoGPT run (not exactly: see README)
     torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py
 
 out_dir receives:
@@ -47,12 +49,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from checkpoint import current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
 from model import GPT, PRETRAINED, GPTConfig
 from sizing import activation_bytes, memory_bytes
-from tokenizer import read_meta
+from tokenizer import find_meta, read_meta, write_meta
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
@@ -158,9 +160,10 @@ def resolve(config):
 
 def ensure_data(data_dir, master, ddp):
     """If data_dir lacks its bins and has a prepare.py, run it once (rank 0; the others wait)."""
-    names = ("train.bin", "val.bin", "meta.json")
+    names = ("train.bin", "val.bin")
     prepare = os.path.join(data_dir, "prepare.py")
-    if all(os.path.exists(os.path.join(data_dir, n)) for n in names) or not os.path.isfile(prepare):
+    have_meta = any(os.path.exists(os.path.join(data_dir, n)) for n in ("meta.json", "meta.pkl"))  # ours, nanoGPT's
+    if (have_meta and all(os.path.exists(os.path.join(data_dir, n)) for n in names)) or not os.path.isfile(prepare):
         return
     rc = [0]
     if master:
@@ -176,7 +179,10 @@ def load_data(data_dir, block_size):
     """The train and val tokens, memory-mapped once, and the dataset's meta dict."""
     if not os.path.isdir(data_dir):
         raise ConfigError(f"no dataset folder {data_dir} (set dataset or data_dir)")
-    meta = read_meta(data_dir)
+    found = find_meta(data_dir)  # meta.json, or a nanoGPT dataset's meta.pkl
+    if not found:
+        raise ConfigError(f"no meta.json (or nanoGPT's meta.pkl) in {data_dir}")
+    meta = found[0]
     itemsize = np.dtype(meta["dtype"]).itemsize
     splits = []
     for split in ("train", "val"):
@@ -322,7 +328,8 @@ def check_model_keys(config, given, model_args, source, free=()):
 def adopt_checkpoint_model(config, given):
     """init_from=resume: the config with ckpt.pt's model keys, checked against those set explicitly."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
-    model_args = load_checkpoint(path, mmap=True)["model_args"]  # mapped, not read: cheap at any size
+    ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
+    model_args = {**asdict(GPTConfig()), **current_model_args(ckpt)}  # nanoGPT's lack norm, position, ...
     check_model_keys(config, given, model_args, path, free=("attention",))  # sdpa or manual: the same weights
     return {**config, **{k: model_args[k] for k in MODEL_KEYS if k in model_args and k not in given}}
 
@@ -421,10 +428,11 @@ def keep_previous_run(out_dir):
     return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"
 
 
-def open_out_dir(out_dir, data_dir, resume_iter):
+def open_out_dir(out_dir, data_dir, meta, resume_iter):
     """
     Make out_dir ready for a run: an earlier run there moves aside (unless this one resumes it, from
-    resume_iter), meta.json comes from the dataset for sample.py, and log.jsonl opens with the records a
+    resume_iter), meta.json comes from the dataset for sample.py (written from meta where the dataset has
+    nanoGPT's meta.pkl instead), and log.jsonl opens with the records a
     resume keeps (those before its iteration). Returns (the open log, keep_previous_run's line or None).
     """
     try:
@@ -434,9 +442,11 @@ def open_out_dir(out_dir, data_dir, resume_iter):
     except OSError as e:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
     moved = keep_previous_run(out_dir) if resume_iter is None else None
-    meta_out = os.path.join(out_dir, "meta.json")
-    if not os.path.exists(meta_out) or not os.path.samefile(os.path.join(data_dir, "meta.json"), meta_out):
-        shutil.copyfile(os.path.join(data_dir, "meta.json"), meta_out)
+    meta_out, meta_in = os.path.join(out_dir, "meta.json"), os.path.join(data_dir, "meta.json")
+    if not os.path.isfile(meta_in):
+        write_meta(out_dir, meta)
+    elif not os.path.exists(meta_out) or not os.path.samefile(meta_in, meta_out):
+        shutil.copyfile(meta_in, meta_out)
     log_path = os.path.join(out_dir, "log.jsonl")
     kept = [r for r in read_log(log_path) if r.get("iter", 0) < resume_iter] if resume_iter is not None else []
     log_file = open(log_path, "w")
@@ -575,14 +585,16 @@ def train(config, ddp, given, stopper):
     eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
 
     # model
-    iter_num, best_val_loss, ckpt = 0, float("inf"), None
+    iter_num, best_val_loss, ckpt, nanogpt = 0, float("inf"), None, False
     try:
         if init_from == "scratch":
             model_args = {k: config[k] for k in MODEL_KEYS}
             raw_model = GPT(GPTConfig(vocab_size=meta["vocab_size"], dropout=dropout, **model_args))
         elif init_from == "resume":
             ckpt = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), map_location=device)
-            missing = [k for k in ("optimizer", "iter_num", "best_val_loss", "rng", "sampler") if k not in ckpt]
+            nanogpt = is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
+            exact = () if nanogpt else ("rng", "sampler")
+            missing = [k for k in ("optimizer", "iter_num", "best_val_loss") + exact if k not in ckpt]
             if missing:
                 raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
             trained_meta = os.path.join(out_dir, "meta.json")
@@ -593,7 +605,7 @@ def train(config, ddp, given, stopper):
                                       f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
                                       f"{was['tokenizer']}, vocab {was['vocab_size']})")
             raw_model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
-            iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
+            iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
         else:
             raw_model = GPT.from_pretrained(init_from, dropout=dropout)
             if block_size > raw_model.config.block_size:
@@ -615,10 +627,15 @@ def train(config, ddp, given, stopper):
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
     if ckpt is not None:
-        optimizer.load_state_dict(ckpt["optimizer"])
+        try:
+            optimizer.load_state_dict(ckpt["optimizer"])
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise ConfigError(f"{out_dir}/ckpt.pt: its optimizer state does not fit this model's optimizer "
+                              f"({str(e).splitlines()[0][:200]})") from None
         if scaler.is_enabled() and ckpt.get("scaler"):
             scaler.load_state_dict(ckpt["scaler"])
-        sampler.set_state(ckpt["sampler"]["generator"].cpu())
+        if "sampler" in ckpt:
+            sampler.set_state(ckpt["sampler"]["generator"].cpu())
 
     def to_device(*tensors):
         if device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
@@ -716,9 +733,16 @@ def train(config, ddp, given, stopper):
     # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
     log_path, log_file = os.path.join(out_dir, "log.jsonl"), None
     if master and not eval_only:
-        log_file, moved = open_out_dir(out_dir, data_dir, iter_num if init_from == "resume" else None)
+        log_file, moved = open_out_dir(out_dir, data_dir, meta, iter_num if init_from == "resume" else None)
         if moved:
             say(moved)
+        if nanogpt:
+            kept_as = os.path.join(out_dir, "ckpt_nanogpt.pt")
+            if not os.path.exists(kept_as):  # our ckpt.pt will replace nanoGPT's: keep nanoGPT's for nanoGPT
+                shutil.copyfile(os.path.join(out_dir, "ckpt.pt"), kept_as)
+            print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
+                  "data-order state, so training continues from its weights and optimizer but not exactly as "
+                  "the original run would have", file=sys.stderr)
 
     def log(record):
         if master:  # strict JSON: a diverged (nan, inf) value is written as null
@@ -737,13 +761,13 @@ def train(config, ddp, given, stopper):
         except Exception as e:  # not installed, not logged in, offline: train anyway
             print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
 
-    if ckpt is not None:  # last, so that nothing above consumes the restored random numbers
+    if ckpt is not None and "rng" in ckpt:  # last, so that nothing above consumes the restored random numbers
         if len(ckpt["rng"]["torch"]) == world_size:
             set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
         elif master:
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
-        ckpt = None  # free the memory
+    ckpt = None  # free the memory
     say(f"{raw_model.get_num_params(non_embedding=False):,} parameters "
         f"({raw_model.get_num_params():,} non-embedding, as nanoGPT counts) | vocab {meta['vocab_size']} "
         f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")

@@ -1,0 +1,195 @@
+"""
+export.py: a glassgpt run as a Hugging Face folder that transformers loads offline (model, tokenizer,
+pipeline) with the same logits (float32, max abs diff < 1e-4), the same tokenizer ids and the same
+greedy continuation; the GPT-2 switches it can't express are one-line errors; and the folder comes
+back into glassgpt (--init_from=<folder>) with the same logits.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="export needs transformers (requirements-dev.txt)")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+import export  # noqa: E402
+import sample  # noqa: E402
+import tokenizer  # noqa: E402
+from checkpoint import save_checkpoint  # noqa: E402
+from configurator import ConfigError  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TIKTOKEN = ROOT.parent / "shared" / "data" / "tiktoken"
+CHARS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # tiny Shakespeare's 65
+TEXT = "ROMEO:\nWhat,  ho! a b\n\n  c'd? x "  # newlines, runs of spaces: nothing may be dropped or added
+
+
+def write_run(out, meta, seed=0, **config):
+    """out_dir of a finished run: ckpt.pt (random weights) and meta.json. Returns the model."""
+    torch.manual_seed(seed)
+    config = GPTConfig(**{"block_size": 48, "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": meta["vocab_size"],
+                          **config})
+    model = GPT(config)
+    with torch.no_grad():  # biases and gains away from 0 and 1, so a lost one would show in the logits
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    os.makedirs(out, exist_ok=True)
+    save_checkpoint({"model": model.state_dict(), "model_args": dataclasses.asdict(config), "iter_num": 250,
+                     "best_val_loss": 1.75, "config": {"dataset": "shakespeare_char", "batch_size": 32,
+                                                       "block_size": 48, "gradient_accumulation_steps": 1}},
+                    os.path.join(out, "ckpt.pt"))
+    tokenizer.write_meta(out, meta)
+    return model.eval()
+
+
+def our_logits(model, ids):
+    """glassgpt's logits at every position (its forward without targets returns only the last)."""
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        return model(x, x)[0][0]
+
+
+def check_folder(folder, model, meta, text=TEXT):
+    """The transformers side: same ids, logits, greedy continuation; decode gives the text back."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    hf = AutoModelForCausalLM.from_pretrained(folder).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    encode, decode = tokenizer.load_tokenizer(meta)
+    ids = encode(text)
+    assert tok(text)["input_ids"] == ids
+    assert tok.decode(ids) == text
+    with torch.no_grad():
+        theirs = hf(torch.tensor([ids])).logits[0]
+    assert (theirs - our_logits(model, ids)).abs().max().item() < 1e-4
+    ours = model.generate(torch.tensor([ids]), 8, temperature=0)[0].tolist()
+    assert hf.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)[0].tolist() == ours
+    return hf, tok, decode(ours)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # everything must come from the folder
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+def test_char_model_exports_and_runs_in_transformers(tmp_path, capsys):
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, bias=False)  # no bias: exported as zero biases
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    folder = tmp_path / "run" / "hf"
+    assert "wrote" in capsys.readouterr().out
+    _, tok, greedy = check_folder(folder, model, meta)
+    every = CHARS + CHARS[::-1]  # every character glassgpt knows maps to glassgpt's id
+    assert tok(every)["input_ids"] == [CHARS.index(c) for c in every]
+    pipe = transformers.pipeline("text-generation", model=str(folder))
+    assert pipe(TEXT, max_new_tokens=8, do_sample=False)[0]["generated_text"] == greedy
+    stored = safetensors_torch.load_file(folder / "model.safetensors")
+    assert "lm_head.weight" not in stored and "transformer.wte.weight" in stored  # the tied head once
+    assert torch.equal(stored["transformer.h.0.mlp.c_fc.bias"], torch.zeros(4 * 32))
+    card = (folder / "README.md").read_text()
+    from sizing import param_counts
+    assert f"{param_counts(model.config)['total']:,}" in card and "250 iterations x 1,536 tokens" in card
+    assert "1.7500" in card and "huggingface-cli upload" in card
+
+
+@pytest.mark.parametrize("switches", [
+    dict(bias=True, activation="gelu"),  # a nanoGPT model: the erf GELU, exported as "gelu"
+    dict(bias=True, tie_weights=False),
+    dict(bias=False, position="sinusoidal", attention="manual"),  # the fixed table stored as wpe
+])
+def test_every_gpt2_switch_exports_with_equal_logits(tmp_path, switches):
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, **switches)
+    export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'hf'}"])
+    check_folder(tmp_path / "hf", model, meta)
+    config = (tmp_path / "hf" / "config.json").read_text()
+    assert ('"activation_function": "gelu"' if switches.get("activation") == "gelu" else '"gelu_new"') in config
+
+
+@pytest.mark.parametrize("switches", [dict(bias=False), dict(bias=True, activation="gelu", tie_weights=False)])
+def test_rope_rmsnorm_model_exports_as_arcee(tmp_path, switches):
+    """config/tiny.py's switches (rotary positions, RMSNorm, no bias) are transformers' Arcee, exactly."""
+    pytest.importorskip("transformers.models.arcee", reason="Arcee needs transformers >= 4.53")
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, position="rope", norm="rmsnorm", **switches)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    hf, _, greedy = check_folder(tmp_path / "run" / "hf", model, meta)
+    assert type(hf).__name__ == "ArceeForCausalLM"
+    pipe = transformers.pipeline("text-generation", model=str(tmp_path / "run" / "hf"))
+    assert pipe(TEXT, max_new_tokens=8, do_sample=False)[0]["generated_text"] == greedy
+
+
+@pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
+def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
+    tokenizer.gpt2_encoding.cache_clear()
+    meta = tokenizer.gpt2_meta()
+    model = write_run(tmp_path / "run", meta, vocab_size=50304, n_embd=16, n_layer=1)  # padded, as nanoGPT
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    text = "Hello world!\n\n  It's 2026: naïve café, 日本語 😀<|endoftext|>The end   "
+    _, tok, _ = check_folder(tmp_path / "run" / "hf", model, meta, text)
+    assert tok.eos_token_id == 50256 and len(tok) == 50257
+
+
+@pytest.mark.parametrize("switch, word", [("position=rope", "position=rope"), ("norm=rmsnorm", "norm=rmsnorm")])
+def test_switch_gpt2_cannot_express_is_one_line(tmp_path, switch, word):
+    key, value = switch.split("=")
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), **{key: value})
+    result = subprocess.run([sys.executable, str(ROOT / "export.py"), f"--out_dir={tmp_path / 'run'}"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and word in result.stderr and "config/tiny_gpt2.py" in result.stderr
+    assert not (tmp_path / "run" / "hf").exists()
+
+
+def test_existing_folder_is_kept_unless_overwrite(tmp_path):
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="exists"):
+        export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'mine'}"])
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'mine'}", "--overwrite=true"])
+    assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("switches", [dict(bias=False), dict(activation="gelu", tie_weights=False)])
+def test_round_trip_back_into_glassgpt(tmp_path, capsys, switches):
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, **switches)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    back = GPT.from_pretrained(str(tmp_path / "run" / "hf")).eval()
+    ids = tokenizer.load_tokenizer(meta)[0](TEXT)
+    assert (our_logits(back, ids) - our_logits(model, ids)).abs().max().item() < 1e-5
+    assert back.config.activation == model.config.activation and back.config.tie_weights == model.config.tie_weights
+    capsys.readouterr()
+    sample.main([f"--init_from={tmp_path / 'run' / 'hf'}", "--start=ROMEO:", "--num_samples=1",
+                 "--max_new_tokens=8", "--temperature=0", "--device=cpu"])
+    out, err = capsys.readouterr()
+    expect = model.generate(torch.tensor([[CHARS.index(c) for c in "ROMEO:"]]), 8, temperature=0)[0].tolist()
+    assert out == "".join(CHARS[i] for i in expect) + "\n---------------\n"
+    assert "meta.json" in err  # the char vocabulary came with the folder
+
+
+def test_train_from_an_exported_folder(tmp_path):
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    data = tmp_path / "data"
+    tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [i % 7 for i in range(500)], meta)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"--init_from={tmp_path / 'run' / 'hf'}", f"--data_dir={data}",
+         f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1",
+         "--max_iters=2", "--eval_interval=2", "--eval_iters=2", "--device=cpu", "--dtype=float32",
+         "--compile=false", "--num_threads=1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "tuned" / "ckpt.pt").is_file()
