@@ -33,6 +33,7 @@ from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | ... | a Hugging Face model folder, as sample.py
 out_dir = "out"
 ckpt = ""  # "" = best.pt if there is one, else ckpt.pt
+meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
 start = "ROMEO:\nBut soft, what light through yonder window breaks?"  # the text, or "FILE:path"
 eval = ""  # a text file: score all of it (in block_size windows) instead of inspecting --start
 stride = 0  # --eval: windows start this many tokens apart; each token is scored once; 0 = block_size // 2
