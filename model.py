@@ -19,6 +19,7 @@ from torch.nn import functional as F
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
+OPTIMIZERS = ("adamw", "muon")  # GPT.configure_optimizers
 
 
 @dataclass
@@ -253,6 +254,49 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
 
 
+class SplitMuon(torch.optim.Muon):
+    """torch's Muon, where a group's "split" > 1 orthogonalises each row block of its matrices on its own:
+    c_attn's q, k and v, as views of the weight, its gradient and its momentum (updated in place)."""
+
+    def _init_group(self, group, params, grads, bufs):
+        has_complex = super()._init_group(group, params, grads, bufs)
+        k = group.get("split", 1)
+        if k > 1:
+            for lst in (params, grads, bufs):
+                lst[:] = [block for t in lst for block in t.chunk(k)]
+        return has_complex
+
+
+class MuonAdamW:
+    """
+    Muon for the hidden matrices and AdamW for the rest, behaving as one optimizer: one list of param
+    groups (train.py sets each group's lr), one step, one state dict {"muon": ..., "adamw": ...}.
+    """
+
+    def __init__(self, muon, adamw):
+        self.muon, self.adamw = muon, adamw
+        self.param_groups = muon.param_groups + adamw.param_groups  # the same dicts: lr writes reach both
+        self.defaults = adamw.defaults
+
+    def step(self):
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none=True):
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state):
+        if set(state) != {"muon", "adamw"}:
+            raise ValueError("not a Muon + AdamW optimizer state (trained with optimizer=adamw?)")
+        self.muon.load_state_dict(state["muon"])
+        self.adamw.load_state_dict(state["adamw"])
+        self.param_groups[:] = self.muon.param_groups + self.adamw.param_groups  # load makes new group dicts
+
+
 class GPT(nn.Module):
 
     def __init__(self, config):
@@ -348,19 +392,43 @@ class GPT(nn.Module):
             if hasattr(block.attn, "mask"):
                 block.attn.mask = block.attn.mask[:block_size, :block_size]
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW that decays the matrices (matmul weights, embeddings) but not biases and norm gains."""
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer="adamw",
+                             muon_lr=0.02, muon_momentum=0.95, muon_weight_decay=0.0, qkv_split=False):
+        """
+        optimizer "adamw": AdamW that decays the matrices (matmul weights, embeddings) but not biases and
+        norm gains. "muon": torch's Muon for the blocks' matmul weights (c_attn, c_proj, c_fc) and that
+        AdamW for the rest (embeddings, lm_head, norm gains, biases), stepped as one optimizer. Each group
+        has an lr_scale, its peak lr over learning_rate: the lr schedule multiplies it in.
+        """
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
         params = [p for p in self.parameters() if p.requires_grad]
+        hidden = set()
+        if optimizer == "muon":
+            hidden = {p for n, p in self.transformer.h.named_parameters() if p.requires_grad and p.dim() == 2}
+        rest = [p for p in params if p not in hidden]
         groups = [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+            {"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay, "lr_scale": 1.0},
+            {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0, "lr_scale": 1.0},
         ]
         # the fused kernel does the whole update in one pass; CUDA and (torch >= 2.4) CPU have it
         fused = device_type in ("cuda", "cpu")
         try:
-            return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+            adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
         except (RuntimeError, TypeError):
-            return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
+            adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
+        if optimizer == "adamw":
+            return adamw
+        # Keller Jordan's lr scaling ("original"): sqrt(rows / cols) for tall matrices, so c_fc (4C x C)
+        # and c_attn (3C x C) take larger steps than the square and wide ones
+        qkv = {b.attn.c_attn.weight for b in self.transformer.h} if qkv_split else set()
+        muon_groups = [{"params": [p for p in params if p in hidden and p not in qkv], "split": 1},
+                       {"params": [p for p in params if p in qkv], "split": 3}]
+        muon = SplitMuon([g for g in muon_groups if g["params"]], lr=muon_lr, momentum=muon_momentum,
+                         weight_decay=muon_weight_decay, adjust_lr_fn="original")
+        for g in muon.param_groups:
+            g["lr_scale"] = muon_lr / learning_rate if learning_rate else 0.0
+        return MuonAdamW(muon, adamw)
 
     def estimate_mfu(self, fwdbwd_per_iter, dt, peak_flops):
         """Model FLOPs utilisation: achieved model FLOP/s over peak_flops (the caller's hardware)."""

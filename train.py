@@ -41,7 +41,7 @@ from tqdm import tqdm
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, GPTConfig
+from model import GPT, OPTIMIZERS, GPTConfig
 from tokenizer import read_meta
 
 # -----------------------------------------------------------------------------
@@ -74,6 +74,11 @@ norm = "layernorm"  # "layernorm" | "rmsnorm"
 position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
 tie_weights = True  # lm_head shares wte's matrix
+# optimizer: "adamw", or "muon" (Muon for the blocks' matmul weights, AdamW with the keys below for the rest)
+optimizer = "adamw"
+muon_lr = 0.02  # Muon's peak lr; the lr schedule scales it as it scales learning_rate
+muon_momentum = 0.95
+muon_weight_decay = 0.0
 # AdamW
 learning_rate = 6e-4
 max_iters = 600000
@@ -89,7 +94,7 @@ min_lr = 6e-5  # about learning_rate / 10, per Chinchilla
 # system
 backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
 device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
-dtype = "auto"  # "auto" (bfloat16 where supported, float16 on older GPUs, float32 on CPU) or one of those
+dtype = "auto"  # "auto": bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
 seed = 1337
@@ -123,6 +128,8 @@ def resolve(config):
             and not os.path.isdir(c["init_from"]):
         raise ConfigError(f"init_from must be scratch, resume, gpt2* or a Hugging Face model folder, "
                           f"got {c['init_from']!r}")
+    if c["optimizer"] not in OPTIMIZERS:
+        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {c['optimizer']!r}")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
     c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])
@@ -337,6 +344,10 @@ def train(config, ddp):
                                       f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
                                       f"{was['tokenizer']}, vocab {was['vocab_size']})")
             raw_model = model_from_checkpoint(ckpt, dropout=dropout)
+            trained_with = ckpt.get("config", {}).get("optimizer", "adamw")
+            if trained_with != config["optimizer"]:  # each keeps its own state: one cannot continue the other
+                raise ConfigError(f"resume: the checkpoint was trained with optimizer={trained_with}; "
+                                  f"resume with --optimizer={trained_with}")
             iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
         else:
             raw_model = GPT.from_pretrained(init_from, dropout=dropout)
@@ -353,9 +364,12 @@ def train(config, ddp):
         raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's "
                           f"{raw_model.config.vocab_size}")
     raw_model.to(device)
-    optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+    # (in here, optimizer is the object; the config key's value is config["optimizer"])
+    optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
+                                               config["optimizer"], muon_lr, muon_momentum, muon_weight_decay)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
+    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         if scaler.is_enabled() and ckpt.get("scaler"):
@@ -529,8 +543,8 @@ def train(config, ddp):
             break
 
         # one iteration: accum micro-batches per process, then one optimizer step
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        for group, scale in zip(optimizer.param_groups, lr_scales):
+            group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
         t = time.time()
         xs, ys = get_batch()
         loss_sum = torch.zeros((), device=device)
