@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from configurator import cpu_has_native_bf16
+
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
@@ -254,17 +256,47 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
 
 
-class SplitMuon(torch.optim.Muon):
-    """torch's Muon, where a group's "split" > 1 orthogonalises each row block of its matrices on its own:
-    c_attn's q, k and v, as views of the weight, its gradient and its momentum (updated in place)."""
+class BlockMuon(torch.optim.Muon):
+    """
+    torch's Muon (its groups, state, checks, lr adjustment), with two changes to the step:
+    - Newton-Schulz in float32 where bfloat16 is not native: torch's Muon orthogonalises in bfloat16,
+      which on a CPU without bf16 instructions (AVX2 only) runs ~10x slower than float32 (docs/cpu.md).
+    - a group's "split" > 1 orthogonalises each row block of its matrices on its own (c_attn's q, k, v),
+      as views of the weight, its gradient and its momentum, updated in place.
+    """
 
-    def _init_group(self, group, params, grads, bufs):
-        has_complex = super()._init_group(group, params, grads, bufs)
-        k = group.get("split", 1)
-        if k > 1:
-            for lst in (params, grads, bufs):
-                lst[:] = [block for t in lst for block in t.chunk(k)]
-        return has_complex
+    def __init__(self, params, ns_dtype=torch.bfloat16, **kwargs):
+        super().__init__(params, **kwargs)
+        self.ns_dtype = ns_dtype
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params, grads, bufs = [], [], []
+            self._init_group(group, params, grads, bufs)
+            lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
+            for param, grad, momentum in zip(params, grads, bufs):
+                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: in place
+                    buf.lerp_(g, 1 - mu)
+                    update = g.lerp(buf, mu) if group["nesterov"] else buf
+                    update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"],
+                                           self.ns_dtype)
+                    p.mul_(1 - lr * wd)
+                    p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
+def newton_schulz(g, coefficients, steps, eps, dtype):
+    """An approximately orthogonal matrix with g's singular vectors (singular values ~0.7-1.2): Muon's
+    quintic Newton-Schulz iteration, run on the short side, in dtype."""
+    a, b, c = coefficients
+    x = g.to(dtype)
+    tall = x.size(0) > x.size(1)
+    x = x.T if tall else x
+    x = x / x.norm().clamp(min=eps)  # spectral norm <= Frobenius norm <= 1: inside the iteration's range
+    for _ in range(steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return (x.T if tall else x).to(g.dtype)
 
 
 class MuonAdamW:
@@ -424,8 +456,10 @@ class GPT(nn.Module):
         qkv = {b.attn.c_attn.weight for b in self.transformer.h} if qkv_split else set()
         muon_groups = [{"params": [p for p in params if p in hidden and p not in qkv], "split": 1},
                        {"params": [p for p in params if p in qkv], "split": 3}]
-        muon = SplitMuon([g for g in muon_groups if g["params"]], lr=muon_lr, momentum=muon_momentum,
-                         weight_decay=muon_weight_decay, adjust_lr_fn="original")
+        native_bf16 = device_type == "cuda" or (device_type == "cpu" and cpu_has_native_bf16())
+        muon = BlockMuon([g for g in muon_groups if g["params"]], lr=muon_lr, momentum=muon_momentum,
+                         weight_decay=muon_weight_decay, adjust_lr_fn="original",
+                         ns_dtype=torch.bfloat16 if native_bf16 else torch.float32)
         for g in muon.param_groups:
             g["lr_scale"] = muon_lr / learning_rate if learning_rate else 0.0
         return MuonAdamW(muon, adamw)
