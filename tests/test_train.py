@@ -203,7 +203,7 @@ def test_load_data_uint32_and_windows(tmp_path):
 def test_every_config_file_is_valid():
     defaults = config_keys(vars(train))
     names = {p.name for p in (ROOT / "config").glob("*.py")}
-    assert {"tiny.py", "train_shakespeare_char.py", "finetune_shakespeare.py", "train_gpt2.py", "eval_gpt2.py",
+    assert {"tiny.py", "shakespeare_cpu.py", "train_shakespeare_char.py", "finetune_shakespeare.py", "train_gpt2.py", "eval_gpt2.py",
             "eval_gpt2_medium.py", "eval_gpt2_large.py", "eval_gpt2_xl.py"} <= names
     for name in sorted(names):
         cfg = train.resolve(configure(defaults, [str(ROOT / "config" / name)]))
