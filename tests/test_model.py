@@ -502,6 +502,38 @@ def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
         model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "sgd")
 
 
+def test_block_muon_is_torchs_muon_with_float32_newton_schulz_and_qkv_blocks(monkeypatch):
+    """BlockMuon in bfloat16 steps exactly as torch.optim.Muon; in float32 (chosen on a CPU without native
+    bf16) closely; and a group with split=3 updates each row block as torch's Muon updates that block alone."""
+    from model import BlockMuon
+    torch.manual_seed(0)
+    w = [torch.randn(24, 8), torch.randn(8, 32)]
+    grads = [[torch.randn_like(t) for t in w] for _ in range(3)]
+
+    def run(make, weights, steps=grads):
+        weights = [t.clone().requires_grad_() for t in weights]
+        opt = make(weights)
+        for gs in steps:
+            for t, g in zip(weights, gs):
+                t.grad = g.clone()
+            opt.step()
+        return [t.detach() for t in weights]
+    kw = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="original")
+    ref = run(lambda p: torch.optim.Muon(p, **kw), w)
+    assert all(torch.equal(a, b) for a, b in zip(ref, run(lambda p: BlockMuon(p, ns_dtype=torch.bfloat16, **kw), w)))
+    fp32 = run(lambda p: BlockMuon(p, ns_dtype=torch.float32, **kw), w)
+    assert all(torch.allclose(a, b, atol=2e-3) and not torch.equal(a, b) for a, b in zip(ref, fp32))
+    # split=3 on the (24, 8) matrix == torch's Muon on its three (8, 8) blocks, each its own parameter
+    blocks = run(lambda p: torch.optim.Muon(p, **kw), list(w[0].chunk(3)), [list(gs[0].chunk(3)) for gs in grads])
+    split = run(lambda p: BlockMuon([{"params": p[:1], "split": 3}], ns_dtype=torch.bfloat16, **kw), w[:1])
+    assert torch.equal(split[0], torch.cat(blocks))
+    # configure_optimizers picks float32 Newton-Schulz on a CPU without native bf16, bfloat16 with it
+    model = GPT(tiny())
+    for native, dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(model_py, "cpu_has_native_bf16", lambda: native)
+        assert model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "muon").muon.ns_dtype == dtype
+
+
 def test_estimate_mfu():
     model = GPT(tiny())
     T = model.config.block_size
