@@ -482,8 +482,10 @@ def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
     assert set(in_muon) == hidden and len(in_muon) == 4 * model.config.n_layer
     assert set(in_adamw) == {id(p) for p in model.parameters()} - hidden and len(in_adamw) == len(set(in_adamw))
     assert id(model.transformer.wte.weight) in in_adamw and id(model.lm_head.weight) in in_adamw
-    g = opt.muon.param_groups[0]
-    assert (g["lr"], g["momentum"], g["weight_decay"], g["lr_scale"]) == (0.05, 0.9, 0.01, pytest.approx(50.0))
+    for g in opt.muon.param_groups:
+        assert (g["lr"], g["momentum"], g["weight_decay"], g["lr_scale"]) == (0.05, 0.9, 0.01, pytest.approx(50.0))
+    qkv = [id(p) for p in opt.muon.param_groups[1]["params"]]  # c_attn: q, k, v orthogonalised one by one
+    assert opt.muon.param_groups[1]["split"] == 3 and qkv == [id(b.attn.c_attn.weight) for b in model.transformer.h]
     assert [g["lr_scale"] for g in opt.adamw.param_groups] == [1.0, 1.0]
     assert opt.param_groups == opt.muon.param_groups + opt.adamw.param_groups
     before = [p.detach().clone() for p in model.parameters()]
