@@ -507,7 +507,7 @@ def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
 def test_block_muon_is_torchs_muon_with_float32_newton_schulz_and_qkv_blocks(monkeypatch):
     """BlockMuon in bfloat16 steps exactly as torch.optim.Muon; in float32 (chosen on a CPU without native
     bf16) closely; and a group with split=3 updates each row block as torch's Muon updates that block alone."""
-    from model import BlockMuon
+    from muon import BlockMuon
     torch.manual_seed(0)
     w = [torch.randn(24, 8), torch.randn(8, 32)]
     grads = [[torch.randn_like(t) for t in w] for _ in range(3)]
