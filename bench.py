@@ -628,18 +628,18 @@ def race_report(runs, thresholds, tokens_per_iter, cfg):
         "time_to_first_threshold_over_nanogpt_run": ratio(gg["thresholds"][first]["train_s"], ng["train_s"]),
         "glassgpt_val_at_nanogpt_end": med([e and e["val_loss"] for e in at_end]),
         "tokens_per_s_ratio": ratio(gg["tokens_per_s"], ng["tokens_per_s"])}
+    show = lambda x, f: "n/a" if x is None else format(x, f)
     fmt_t = lambda d: "not reached" if d["train_s"] is None else f"{d['train_s']:6.1f} s ({d['wall_s']:.1f} s wall)"
     lines = [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
              f"left out), wall = from launch, evals included",
              f"{'':<22}{'nanoGPT (README CPU recipe)':>32}{'glassgpt ' + cfg['glassgpt_config']:>32}",
              f"{'iterations x tokens':<22}{ng['iters']:>24} x {tokens_per_iter['nanoGPT']:<5}"
              f"{gg['iters']:>24} x {tokens_per_iter['glassgpt']:<5}",
-             f"{'tokens/s (training)':<22}{ng['tokens_per_s']:>32,.0f}{gg['tokens_per_s']:>32,.0f}"]
+             f"{'tokens/s (training)':<22}{show(ng['tokens_per_s'], ',.0f'):>32}{show(gg['tokens_per_s'], ',.0f'):>32}"]
     for t in ng["thresholds"]:
         lines.append(f"{'time to val <= ' + t:<22}{fmt_t(ng['thresholds'][t]):>32}{fmt_t(gg['thresholds'][t]):>32}")
     lines += [f"{'whole run':<22}{fmt_t(ng):>32}{fmt_t(gg):>32}",
               f"{'final val loss':<22}{ng['final_val']:>32.4f}{gg['final_val']:>32.4f}"]
-    show = lambda x, f: "n/a" if x is None else format(x, f)
     lines += [f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
               f"{show(targets['time_to_first_threshold_over_nanogpt_run'], '.2f')} (issue 9's target: <= 0.33)",
               f"glassgpt's val loss when nanoGPT's run ends ({ng['train_s']:.1f} s of training): "
