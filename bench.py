@@ -695,7 +695,8 @@ def main(argv=None):
     print(machine_line(machine))
     result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
                      "attention": bench_attention, "race": bench_race}[mode](cfg)
-    print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
+    if mode != "race":  # the race prints its own method
+        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
     print("\n".join(lines))
     if cfg["json"]:
         report = {"mode": mode, "machine": machine, "settings": cfg, **result}
