@@ -8,6 +8,7 @@ after warm-up; a compact table is printed and --json writes the same figures for
     python bench.py --mode=sample                     # generation tokens/s with and without the KV cache
     python bench.py --mode=attention --backward       # attention time and memory against T, fitted slopes
     python bench.py --mode=attention --quick --json out.json
+    python bench.py --mode=race --nanogpt=../nanoGPT   # nanoGPT's README CPU recipe vs config/tiny.py, in turn
 
 Keys are checked as train.py's are (config files may set keys this script does not use, which are
 ignored); bare --flag means --flag=true and --json PATH means --json=PATH.
@@ -26,14 +27,14 @@ import time
 import torch
 from torch.nn import functional as F
 
-from configurator import (HELP, ConfigError, autocast, configure, help_text, keep_freed_memory, resolve_device,
-                          run, set_malloc_thresholds)
+from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
+                          resolve_device, run, set_malloc_thresholds)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
-MODES = ("peak", "train", "sample", "attention")
+MODES = ("peak", "train", "sample", "attention", "race")
 COMMON = dict(  # every mode's keys
-    mode="train",  # peak | train | sample | attention: what to measure
+    mode="train",  # peak | train | sample | attention | race: what to measure
     quick=False,  # tiny sizes and fewer repeats: every mode in seconds (the tests use it)
     json="",  # also write every figure, and the settings, to this JSON file
     seed=1337,  # the random weights and tokens measured
@@ -92,15 +93,27 @@ DEFAULTS = {
         t_max=4096,  # the longest
         backward=False,  # time forward and backward, not the forward alone
     ),
+    # nanoGPT's README CPU recipe (run from its checkout) against glassgpt's main job, each evaluated every
+    # eval_interval iterations (nanoGPT's README evaluates every 250: too coarse to time a threshold)
+    "race": dict(
+        nanogpt="",  # path to a nanoGPT checkout with data/shakespeare_char prepared (git clone, then its prepare.py)
+        glassgpt_config="config/tiny.py",  # glassgpt's side of the race
+        nanogpt_iters=2000,  # nanoGPT's README CPU recipe runs 2000 iterations
+        nanogpt_eval_interval=50,  # nanoGPT evaluates this often in the race
+        eval_interval=25,  # glassgpt evaluates this often in the race
+        thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
+    ),
 }
 QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
     "peak": dict(peak_sizes="256,512"),
     "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
     "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
     "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
+    "race": dict(nanogpt_iters=100),
 }
-REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3)}  # (normal, quick)
+REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3), "race": (1, 1)}  # (normal, quick)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_REPO = os.path.dirname(os.path.abspath(__file__))
 
 
 # ----------------------------------------------------------------------------- timing and machine
@@ -214,10 +227,12 @@ OPTIMIZERS = {"fused": dict(fused=True), "foreach": dict(foreach=True), "forloop
 
 
 def make_optimizer(model, cfg):
-    """The optimizer train.py builds (configure_optimizers), or one AdamW implementation by name."""
+    """The optimizer train.py builds (configure_optimizers: AdamW, or muon), or one AdamW implementation by name."""
     betas = (cfg["beta1"], cfg["beta2"])
-    opt = model.configure_optimizers(cfg["weight_decay"], cfg["learning_rate"], betas, cfg["device"].split(":")[0])
-    if cfg["optimizer"] == "default":
+    kind = "muon" if cfg["optimizer"] == "muon" else "adamw"
+    opt = model.configure_optimizers(cfg["weight_decay"], cfg["learning_rate"], betas, cfg["device"].split(":")[0],
+                                     kind)
+    if cfg["optimizer"] in ("default", "muon"):  # muon: train.py's --optimizer=muon, default Muon keys
         return opt
     groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in opt.param_groups]
     return torch.optim.AdamW(groups, lr=cfg["learning_rate"], betas=betas, **OPTIMIZERS[cfg["optimizer"]])
@@ -225,8 +240,8 @@ def make_optimizer(model, cfg):
 
 def bench_train(cfg):
     device = cfg["device"]
-    if cfg["optimizer"] not in ("default", *OPTIMIZERS):
-        raise ConfigError(f"optimizer must be default, {', '.join(OPTIMIZERS)}; got {cfg['optimizer']!r}")
+    if cfg["optimizer"] not in ("default", *OPTIMIZERS, "muon"):
+        raise ConfigError(f"optimizer must be default, {', '.join(OPTIMIZERS)}, muon; got {cfg['optimizer']!r}")
     for key in ("batch_size", "gradient_accumulation_steps"):
         if cfg[key] < 1:
             raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
@@ -500,6 +515,190 @@ def fmt(x):
     return "n/a" if x is None or math.isnan(x) else f"{x:.2f}"
 
 
+# ----------------------------------------------------------------------------- race
+
+NANOGPT_HOWTO = ("git clone https://github.com/karpathy/nanoGPT && python nanoGPT/data/shakespeare_char/prepare.py "
+                 "(it downloads tiny Shakespeare unless input.txt is already beside it: copy glassgpt's "
+                 "data/shakespeare_char/input.txt there first to race on the very same text)")
+# nanoGPT's README: "python train.py config/train_shakespeare_char.py --device=cpu --compile=False
+# --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
+# --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0"
+NANOGPT_RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+                  "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+                  "--n_embd=128", "--dropout=0.0"]
+EVAL_LINE = re.compile(r"^step (\d+): train loss ([\d.naif]+), val loss ([\d.naif]+)")  # both print this
+NANOGPT_ITER = re.compile(r"^iter (\d+): loss [\d.naif-]+, time ([\d.]+)ms")
+
+
+def timed_lines(cmd, cwd, env, label):
+    """Run cmd, yielding (seconds since launch, line) for each stdout line as it comes. A failure is a
+    ConfigError naming the command's last stderr line."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        try:
+            for line in proc.stdout:
+                yield time.perf_counter() - t0, line.rstrip("\n")
+            proc.wait()
+        finally:
+            if proc.poll() is None:  # stopped early (Ctrl-C): take the child down too
+                proc.kill()
+                proc.wait()
+        if proc.returncode:
+            err.seek(0)
+            last = ([ln for ln in err.read().splitlines() if ln.strip()] or ["(no stderr)"])[-1]
+            raise ConfigError(f"{label} failed (exit code {proc.returncode}): {last.strip()[:300]}")
+
+
+def train_seconds(step_times, eval_iters):
+    """Cumulative training seconds before each iteration, from per-iteration times {iter: s}. An iteration
+    whose time also holds an eval (nanoGPT times the eval into the next step) counts as the median step."""
+    typical = statistics.median([t for i, t in step_times.items() if i not in eval_iters] or [0.0])
+    total, before = 0.0, {}
+    for i in sorted(step_times):
+        before[i] = total
+        total += typical if i in eval_iters else step_times[i]
+    before[max(step_times, default=-1) + 1] = total
+    return before, total
+
+
+def race_summary(evals, before, thresholds):
+    """For each threshold, the first eval at or below it: (iter, wall s, train s); None if never reached."""
+    out = {}
+    for thr in thresholds:
+        hit = next((e for e in evals if e["val_loss"] <= thr), None)
+        out[f"{thr:.2f}"] = None if hit is None else {
+            "iter": hit["iter"], "wall_s": hit["wall_s"], "train_s": before.get(hit["iter"], float("nan"))}
+    return out
+
+
+def run_racer(label, cmd, cwd, env, out_dir, iter_times):
+    """One side of the race: its evals (iter, val loss, wall seconds) and per-iteration training seconds."""
+    evals, step_times = [], {}
+    for t, line in timed_lines(cmd, cwd, env, label):
+        m = EVAL_LINE.match(line)
+        if m:
+            evals.append({"iter": int(m.group(1)), "val_loss": float(m.group(3)), "wall_s": t})
+            print(f"  {label:>8} {t:7.1f}s  {line}", flush=True)
+        m = NANOGPT_ITER.match(line)
+        if m and iter_times is None:
+            step_times[int(m.group(1))] = float(m.group(2)) / 1e3
+    if iter_times is not None:
+        step_times = iter_times(out_dir)
+    if not evals:
+        raise ConfigError(f"{label} printed no 'step N: train loss X, val loss Y' lines")
+    eval_iters = {e["iter"] for e in evals}
+    before, total = train_seconds(step_times, eval_iters)
+    return {"evals": evals, "before": before, "train_s": total, "wall_s": evals[-1]["wall_s"],
+            "iters": len(step_times), "final_val": evals[-1]["val_loss"]}
+
+
+def glassgpt_step_times(tokens_per_iter):
+    def read(out_dir):
+        from train import read_log
+        recs = [r for r in read_log(os.path.join(out_dir, "log.jsonl")) if r.get("tokens_per_sec")]
+        return {r["iter"]: tokens_per_iter / r["tokens_per_sec"] for r in recs}  # log_interval=1: one step each
+    return read
+
+
+def same_bins(a, b):
+    import hashlib
+    digest = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return all(os.path.isfile(os.path.join(d, f"{s}.bin")) for d in (a, b) for s in ("train", "val")) and all(
+        digest(os.path.join(a, f"{s}.bin")) == digest(os.path.join(b, f"{s}.bin")) for s in ("train", "val"))
+
+
+def bench_race(cfg):
+    import tempfile
+    import train
+    if not cfg["nanogpt"]:
+        raise ConfigError(f"--mode=race needs --nanogpt=PATH, a nanoGPT checkout: {NANOGPT_HOWTO}")
+    ng = os.path.abspath(os.path.expanduser(cfg["nanogpt"]))
+    ng_data = os.path.join(ng, "data", "shakespeare_char")
+    if not os.path.isfile(os.path.join(ng, "train.py")):
+        raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({NANOGPT_HOWTO})")
+    if not all(os.path.isfile(os.path.join(ng_data, f"{s}.bin")) for s in ("train", "val")):
+        raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: python {ng_data}/prepare.py")
+    try:
+        thresholds = sorted((float(x) for x in cfg["thresholds"].split(",")), reverse=True)
+    except ValueError:
+        raise ConfigError(f"thresholds must be comma-separated numbers, got {cfg['thresholds']!r}") from None
+    if min(cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"], cfg["eval_interval"]) < 1:
+        raise ConfigError("nanogpt_iters, nanogpt_eval_interval and eval_interval must be >= 1")
+    gg_args = [cfg["glassgpt_config"]]
+    gg = train.resolve(configure(config_keys(vars(train)), gg_args))  # the main job's own settings
+    train.ensure_data(gg["data_dir"], True, False)
+    if not same_bins(ng_data, gg["data_dir"]):
+        raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
+                          f"text (copy one input.txt into both and run both prepare.py)")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if cfg["threads"] > 0:
+        env["OMP_NUM_THREADS"] = str(cfg["threads"])
+    n, k = cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"]
+    runs = {"nanoGPT": [], "glassgpt": []}
+    with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
+        for r in range(cfg["repeats"]):
+            print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
+                  f"then glassgpt {cfg['glassgpt_config']} (eval every {cfg['eval_interval']})", flush=True)
+            ng_out = os.path.join(tmp, f"nanogpt{r}")
+            cmd = [sys.executable, "train.py", *NANOGPT_RECIPE, f"--max_iters={n}", f"--lr_decay_iters={n}",
+                   f"--eval_interval={k}", f"--out_dir={ng_out}"]
+            runs["nanoGPT"].append(run_racer("nanoGPT", cmd, ng, env, ng_out, None))
+            gg_out = os.path.join(tmp, f"glassgpt{r}")
+            cmd = [sys.executable, os.path.join(_REPO, "train.py"), *gg_args, f"--eval_interval={cfg['eval_interval']}",
+                   "--log_interval=1", f"--out_dir={gg_out}"]
+            tokens = gg["batch_size"] * gg["block_size"] * gg["gradient_accumulation_steps"]
+            runs["glassgpt"].append(run_racer("glassgpt", cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
+    tokens_per_iter = {"nanoGPT": 12 * 64, "glassgpt": tokens}
+    return race_report(runs, thresholds, tokens_per_iter, cfg)
+
+
+def race_report(runs, thresholds, tokens_per_iter, cfg):
+    """Medians over the repeats of each side's figures, the targets' ratios, and the table's lines."""
+    med = lambda xs: statistics.median(xs) if xs and None not in xs else None
+    sides = {}
+    for name, rs in runs.items():
+        hits = [race_summary(r["evals"], r["before"], thresholds) for r in rs]
+        sides[name] = {
+            "runs": [{k: v for k, v in r.items() if k != "before"} | {"thresholds": h} for r, h in zip(rs, hits)],
+            "train_s": med([r["train_s"] for r in rs]), "wall_s": med([r["wall_s"] for r in rs]),
+            "final_val": med([r["final_val"] for r in rs]), "iters": rs[0]["iters"],
+            "tokens_per_s": med([r["iters"] * tokens_per_iter[name] / r["train_s"] for r in rs if r["train_s"]]),
+            "thresholds": {t: {w: med([h[t] and h[t][w] for h in hits]) for w in ("train_s", "wall_s")}
+                           for t in hits[0]}}
+    ng, gg = sides["nanoGPT"], sides["glassgpt"]
+    # glassgpt's val loss at the moment nanoGPT's run ended (its last eval within nanoGPT's training time)
+    at_end = [max((e for e in r["evals"] if r["before"].get(e["iter"], 1e30) <= ng["train_s"]),
+                  key=lambda e: e["iter"], default=None) for r in runs["glassgpt"]]
+    first = f"{thresholds[0]:.2f}"
+    ratio = lambda a, b: a / b if a is not None and b else None
+    targets = {
+        "time_to_first_threshold_over_nanogpt_run": ratio(gg["thresholds"][first]["train_s"], ng["train_s"]),
+        "glassgpt_val_at_nanogpt_end": med([e and e["val_loss"] for e in at_end]),
+        "tokens_per_s_ratio": ratio(gg["tokens_per_s"], ng["tokens_per_s"])}
+    show = lambda x, f: "n/a" if x is None else format(x, f)
+    fmt_t = lambda d: "not reached" if d["train_s"] is None else f"{d['train_s']:6.1f} s ({d['wall_s']:.1f} s wall)"
+    lines = [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
+             f"left out), wall = from launch, evals included",
+             f"{'':<22}{'nanoGPT (README CPU recipe)':>32}{'glassgpt ' + cfg['glassgpt_config']:>32}",
+             f"{'iterations x tokens':<22}{ng['iters']:>24} x {tokens_per_iter['nanoGPT']:<5}"
+             f"{gg['iters']:>24} x {tokens_per_iter['glassgpt']:<5}",
+             f"{'tokens/s (training)':<22}{show(ng['tokens_per_s'], ',.0f'):>32}{show(gg['tokens_per_s'], ',.0f'):>32}"]
+    for t in ng["thresholds"]:
+        lines.append(f"{'time to val <= ' + t:<22}{fmt_t(ng['thresholds'][t]):>32}{fmt_t(gg['thresholds'][t]):>32}")
+    lines += [f"{'whole run':<22}{fmt_t(ng):>32}{fmt_t(gg):>32}",
+              f"{'final val loss':<22}{ng['final_val']:>32.4f}{gg['final_val']:>32.4f}"]
+    lines += [f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
+              f"{show(targets['time_to_first_threshold_over_nanogpt_run'], '.2f')} (issue 9's target: <= 0.33)",
+              f"glassgpt's val loss when nanoGPT's run ends ({ng['train_s']:.1f} s of training): "
+              f"{show(targets['glassgpt_val_at_nanogpt_end'], '.4f')} (target: <= 1.60)",
+              f"training tokens/s, glassgpt / nanoGPT: {show(targets['tokens_per_s_ratio'], '.2f')}x "
+              f"(different models and batches: bench.py --mode=train compares the same step)"]
+    return {"sides": sides, "targets": targets, "thresholds": thresholds}, lines
+
+
 # ----------------------------------------------------------------------------- main
 
 def normalize_argv(argv, defaults):
@@ -554,8 +753,9 @@ def main(argv=None):
     machine = machine_info()
     print(machine_line(machine))
     result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
-                     "attention": bench_attention}[mode](cfg)
-    print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
+                     "attention": bench_attention, "race": bench_race}[mode](cfg)
+    if mode != "race":  # the race prints its own method
+        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
     print("\n".join(lines))
     if cfg["json"]:
         report = {"mode": mode, "machine": machine, "settings": cfg, **result}

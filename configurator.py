@@ -176,10 +176,28 @@ def config_keys(namespace):
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+def cpu_has_native_bf16():
+    """
+    True where this CPU computes in bfloat16 natively (x86 AVX-512 BF16 or AMX). Elsewhere bf16 autocast
+    is emulated and slower than float32, so dtype "auto" keeps float32 there (docs/cpu.md).
+    """
+    import torch
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if all(callable(check) for check in checks):  # torch's own probe (private, so checked for)
+        return any(check() for check in checks)
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def resolve_device(device="auto", dtype="auto"):
     """
     (device, device type, dtype name) for this machine: device "auto" is cuda, then mps, then cpu;
-    dtype "auto" is bfloat16 on GPUs that have it, float16 on other GPUs, float32 elsewhere.
+    dtype "auto" is bfloat16 on GPUs that have it, float16 on other GPUs, bfloat16 on CPUs with native
+    bf16 (cpu_has_native_bf16), float32 elsewhere.
     """
     import torch  # here, so that sizing.py's arithmetic needs no torch
     mps = torch.backends.mps.is_available()
@@ -193,7 +211,10 @@ def resolve_device(device="auto", dtype="auto"):
             or (kind == "mps" and not mps):
         raise ConfigError(f"device={device!r} is not available here")
     if dtype == "auto":
-        dtype = "float32" if kind != "cuda" else "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        if kind == "cuda":
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "bfloat16" if kind == "cpu" and cpu_has_native_bf16() else "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
     if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls: autocast makes it crawl

@@ -52,7 +52,7 @@ from tqdm import tqdm
 from checkpoint import current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, PRETRAINED, GPTConfig
+from model import GPT, OPTIMIZERS, PRETRAINED, GPTConfig
 from sizing import activation_bytes, memory_bytes
 from tokenizer import find_meta, read_meta, write_meta
 
@@ -86,6 +86,11 @@ norm = "layernorm"  # "layernorm" | "rmsnorm"
 position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
 tie_weights = True  # lm_head shares wte's matrix
+# optimizer: "adamw", or "muon" (Muon for the blocks' matmul weights, AdamW with the keys below for the rest)
+optimizer = "adamw"
+muon_lr = 0.02  # Muon's peak lr; the lr schedule scales it as it scales learning_rate
+muon_momentum = 0.95
+muon_weight_decay = 0.0
 # AdamW
 learning_rate = 6e-4  # peak learning rate, after warmup
 max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
@@ -101,7 +106,7 @@ min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, pe
 # system
 backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
 device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
-dtype = "auto"  # "auto" (bfloat16 where supported, float16 on older GPUs, float32 on CPU) or one of those
+dtype = "auto"  # "auto": bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
 seed = 1337  # initial weights, data order and dropout all follow from it
@@ -135,6 +140,8 @@ def resolve(config):
     if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
         raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
                           f"model folder, got {c['init_from']!r}")
+    if c["optimizer"] not in OPTIMIZERS:
+        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {c['optimizer']!r}")
     if c["eval_only"] and c["init_from"] == "scratch":
         raise ConfigError("eval_only evaluates a trained model: add --init_from=resume (out_dir's ckpt.pt) "
                           "or --init_from=gpt2")
@@ -605,6 +612,10 @@ def train(config, ddp, given, stopper):
                                       f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
                                       f"{was['tokenizer']}, vocab {was['vocab_size']})")
             raw_model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
+            trained_with = (ckpt.get("config") or {}).get("optimizer", "adamw")  # nanoGPT's: AdamW, no key
+            if trained_with != config["optimizer"]:  # each keeps its own state: one cannot continue the other
+                raise ConfigError(f"resume: the checkpoint was trained with optimizer={trained_with}; "
+                                  f"resume with --optimizer={trained_with}")
             iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
         else:
             raw_model = GPT.from_pretrained(init_from, dropout=dropout)
@@ -623,9 +634,12 @@ def train(config, ddp, given, stopper):
         raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's "
                           f"{raw_model.config.vocab_size}")
     raw_model.to(device)
-    optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+    # (in here, optimizer is the object; the config key's value is config["optimizer"])
+    optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
+                                               config["optimizer"], muon_lr, muon_momentum, muon_weight_decay)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
+    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume
     if ckpt is not None:
         try:
             optimizer.load_state_dict(ckpt["optimizer"])
@@ -789,8 +803,8 @@ def train(config, ddp, given, stopper):
         drops the iteration (loss None): its gradients are discarded and the data sampler and random state
         go back to where it began, so what is saved is the state after the last complete iteration.
         """
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        for group, scale in zip(optimizer.param_groups, lr_scales):
+            group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
         t = time.time()
         before = (sampler.get_state(), rng_state(device_type)) if watch else None
         xs, ys = get_batch()

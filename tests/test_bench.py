@@ -5,6 +5,7 @@ holds the figures with values that make sense; bad input is one line and exit co
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +21,12 @@ from sizing import flops_per_token
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_bench(tmp_path, *args):
+def run_bench(tmp_path, *args, timeout=120):
     out = tmp_path / "bench.json"
     # one thread: with the CPU shared (other tests, other jobs), two OpenMP threads wait on each other
     # at every small op and a seconds-long run becomes a minutes-long one
     p = subprocess.run([sys.executable, "bench.py", *args, "--quick", "--threads=1", "--json", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("machine: torch "), p.stdout
     return json.loads(out.read_text()), p.stdout
@@ -129,3 +130,107 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert p.stderr == "error: config key 'new_tokens' on the command line expects int, got 'lots'\n"
+
+
+# ----------------------------------------------------------------------------- race
+
+FAKE_NANOGPT = """\
+import json, sys
+# nanoGPT's train.py as the race sees it: its output format, a val loss falling 0.025 per iteration, each
+# step 10 ms, and 500 ms for a step that also held an eval (nanoGPT times the eval into the next step)
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+json.dump(sys.argv[1:], open("ARGV", "w"))
+n, k = int(args["max_iters"]), int(args["eval_interval"])
+for it in range(n + 1):
+    if it % k == 0:
+        print(f"step {it}: train loss {4.0 - 0.025 * it:.4f}, val loss {4.0 - 0.025 * it:.4f}")
+    print(f"iter {it}: loss 3.0000, time {500.0 if it % k == 0 else 10.0:.2f}ms, mfu -100.00%")
+"""
+
+
+def make_race(tmp_path, same_data=True):
+    """A fake nanoGPT checkout and a glassgpt config training a tiny model on the same synthetic bins."""
+    ng = tmp_path / "nanoGPT"
+    ng_data = ng / "data" / "shakespeare_char"
+    ng_data.mkdir(parents=True)
+    (ng / "train.py").write_text(FAKE_NANOGPT.replace('"ARGV"', repr(str(tmp_path / "argv.json"))))
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    tokens = np.where(rng.random(6000) < 0.1, rng.integers(0, 8, 6000), np.arange(6000) % 8).astype(np.uint16)
+    for split, part in (("train", tokens[:5000]), ("val", tokens[5000:])):
+        part.tofile(data / f"{split}.bin")
+        (part if same_data else part[::-1]).tofile(ng_data / f"{split}.bin")
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                "itos": [chr(65 + i) for i in range(8)]}))
+    cfg = tmp_path / "gg.py"
+    cfg.write_text(f"data_dir = {str(data)!r}\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "batch_size = 8\ngradient_accumulation_steps = 1\nmax_iters = 12\nlr_decay_iters = 12\n"
+                   "warmup_iters = 2\nlearning_rate = 1e-2\neval_iters = 2\ndevice = 'cpu'\ncompile = 'false'\n"
+                   "dtype = 'float32'\nnum_threads = 1\noptimizer = 'muon'\n")
+    return ng, cfg
+
+
+def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
+    """The race against a fake nanoGPT (its output format, known step times) and a real, tiny glassgpt run:
+    the README recipe is what nanoGPT is given, the threshold times are exact sums of step times with the
+    eval-holding steps counted as typical ones, and glassgpt's side is read from its own log."""
+    ng, cfg = make_race(tmp_path)
+    r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
+                       "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=4",
+                       "--thresholds=1.88,1.70,1.60,0.5", timeout=600)
+    ngr = r["sides"]["nanoGPT"]
+    assert ngr["iters"] == 101  # nanoGPT runs iterations 0..max_iters
+    assert ngr["train_s"] == pytest.approx(101 * 0.010)  # the eval-holding steps count 10 ms, not 500
+    # val 4.0 - 0.025 * iter reaches 1.88 first at the eval of iteration 90 (1.75), 1.70 and 1.60 at 100
+    assert ngr["thresholds"]["1.88"]["train_s"] == pytest.approx(0.90)
+    assert ngr["thresholds"]["1.60"]["train_s"] == pytest.approx(1.00)
+    assert ngr["thresholds"]["0.50"] == {"train_s": None, "wall_s": None}  # never reached: said so
+    assert ngr["final_val"] == pytest.approx(1.5)
+    assert "not reached" in out and "time to val <= 1.88" in out and "nanoGPT's whole run" in out
+    gg = r["sides"]["glassgpt"]
+    assert gg["iters"] == 12 and gg["train_s"] > 0 and gg["wall_s"] > gg["train_s"]
+    evals = gg["runs"][0]["evals"]
+    assert [e["iter"] for e in evals] == list(range(0, 13, 4))  # the race's eval spacing, not the config's
+    assert gg["final_val"] == evals[-1]["val_loss"] < 1.88  # the synthetic stream is easy to learn
+    t188 = gg["thresholds"]["1.88"]["train_s"]
+    assert 0 < t188 <= gg["train_s"]
+    assert r["targets"]["time_to_first_threshold_over_nanogpt_run"] == pytest.approx(t188 / ngr["train_s"])
+    assert gg["tokens_per_s"] == pytest.approx(12 * 8 * 16 / gg["train_s"])
+    assert ngr["tokens_per_s"] == pytest.approx(101 * 12 * 64 / ngr["train_s"])
+
+
+def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
+    ng, cfg = make_race(tmp_path)
+    (ng / "train.py").write_text(FAKE_NANOGPT.replace('"ARGV"', repr(str(tmp_path / "argv.json"))))
+    run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}", "--nanogpt_iters=20",
+              "--nanogpt_eval_interval=10", "--eval_interval=20", timeout=600)
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:11] == ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+                         "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+                         "--n_embd=128", "--dropout=0.0"]
+    assert "--max_iters=20" in argv and "--lr_decay_iters=20" in argv and "--eval_interval=10" in argv
+    out_dir = next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):]
+    assert not out_dir.startswith(str(ng))  # nothing is written into the user's checkout
+    assert not os.path.exists(out_dir)  # a temporary folder, gone after the race
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no path", "needs --nanogpt=PATH, a nanoGPT checkout: git clone https://github.com/karpathy/nanoGPT"),
+    ("not a checkout", "has no train.py: not a nanoGPT checkout"),
+    ("other data", "different train.bin/val.bin"),
+])
+def test_race_refuses_without_a_prepared_nanogpt_on_the_same_data(case, message, tmp_path):
+    ng, cfg = make_race(tmp_path, same_data=case != "other data")
+    path = {"no path": "", "not a checkout": str(tmp_path), "other data": str(ng)}[case]
+    p = subprocess.run([sys.executable, "bench.py", "--mode=race", f"--nanogpt={path}", f"--glassgpt_config={cfg}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr
+    assert message in p.stderr
+
+
+def test_train_seconds_count_eval_steps_as_typical_ones():
+    # steps 0 and 4 also held an eval: each counts as the median of the others, 0.15 s
+    before, total = bench.train_seconds({0: 5.0, 1: 0.1, 2: 0.2, 3: 0.1, 4: 9.0, 5: 0.3}, {0, 4})
+    assert before[0] == 0 and before[1] == pytest.approx(0.15) and before[4] == pytest.approx(0.55)
+    assert total == pytest.approx(0.15 * 2 + 0.1 + 0.2 + 0.1 + 0.3) and before[6] == total

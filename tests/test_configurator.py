@@ -340,3 +340,37 @@ def test_argparse_scripts_answer_help_with_each_option_and_its_default(command, 
     for option in options:
         assert option in text, option
     assert text.count("(default:") == defaults
+@pytest.mark.parametrize("torch_probe", [True, False])
+@pytest.mark.parametrize("native", [True, False])
+def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, monkeypatch, tmp_path):
+    """A CPU with AVX-512 BF16 (or AMX) gets bfloat16 autocast from dtype=auto; one without (AVX2 only, as
+    this project's machine) stays float32, where emulated bf16 would be slower. Simulated both ways:
+    through torch's probe, and through /proc/cpuinfo's flags where torch has no probe."""
+    import builtins
+    import torch
+    import configurator
+    if torch_probe:
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    else:
+        monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported", raising=False)
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2" + (" avx512f avx512_bf16" if native else "")
+                           + " fma\n")
+        real_open = builtins.open
+        monkeypatch.setattr(builtins, "open", lambda p, *a, **k: real_open(cpuinfo if p == "/proc/cpuinfo" else p,
+                                                                           *a, **k))
+    assert configurator.cpu_has_native_bf16() is native
+    assert configurator.resolve_device("cpu", "auto") == ("cpu", "cpu", "bfloat16" if native else "float32")
+    assert configurator.resolve_device("cpu", "float32")[2] == "float32"  # an explicit choice is kept
+
+
+def test_this_machines_bf16_answer_matches_its_cpu_flags():
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        pytest.skip("no /proc/cpuinfo here")
+    import configurator
+    assert configurator.cpu_has_native_bf16() == bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))

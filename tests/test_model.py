@@ -489,6 +489,75 @@ def test_configure_optimizers_decays_exactly_the_matrices(bias, norm, tie):
     opt.step()  # the (fused on CPU) optimizer really runs
 
 
+@pytest.mark.parametrize("tie", [True, False])
+def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
+    """optimizer="muon": Muon holds exactly the blocks' 2-D weights (c_attn, c_proj, c_fc) at muon_lr, AdamW
+    the rest (embeddings, an untied lm_head, norm gains, biases); one step moves every parameter, and the
+    state dict round-trips into a fresh optimizer."""
+    model = GPT(tiny(bias=True, tie_weights=tie))
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "muon", muon_lr=0.05, muon_momentum=0.9,
+                                     muon_weight_decay=0.01)
+    assert isinstance(opt.muon, torch.optim.Muon) and isinstance(opt.adamw, torch.optim.AdamW)
+    hidden = {id(p) for n, p in model.named_parameters() if n.startswith("transformer.h.") and p.dim() == 2}
+    in_muon = [id(p) for g in opt.muon.param_groups for p in g["params"]]
+    in_adamw = [id(p) for g in opt.adamw.param_groups for p in g["params"]]
+    assert set(in_muon) == hidden and len(in_muon) == 4 * model.config.n_layer
+    assert set(in_adamw) == {id(p) for p in model.parameters()} - hidden and len(in_adamw) == len(set(in_adamw))
+    assert id(model.transformer.wte.weight) in in_adamw and id(model.lm_head.weight) in in_adamw
+    for g in opt.muon.param_groups:
+        assert (g["lr"], g["momentum"], g["weight_decay"], g["lr_scale"]) == (0.05, 0.9, 0.01, pytest.approx(50.0))
+    qkv = [id(p) for p in opt.muon.param_groups[1]["params"]]  # c_attn: q, k, v orthogonalised one by one
+    assert opt.muon.param_groups[1]["split"] == 3 and qkv == [id(b.attn.c_attn.weight) for b in model.transformer.h]
+    assert [g["lr_scale"] for g in opt.adamw.param_groups] == [1.0, 1.0]
+    assert opt.param_groups == opt.muon.param_groups + opt.adamw.param_groups
+    before = [p.detach().clone() for p in model.parameters()]
+    idx = torch.randint(0, model.config.vocab_size, (2, 8))
+    model(idx, idx)[1].backward()
+    opt.step()
+    assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    fresh = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "muon")
+    fresh.load_state_dict(opt.state_dict())
+    assert fresh.param_groups[0]["lr"] == 0.05 and fresh.param_groups[0] is fresh.muon.param_groups[0]
+    buf = opt.muon.state[model.transformer.h[0].attn.c_attn.weight]["momentum_buffer"]
+    assert torch.equal(fresh.muon.state[model.transformer.h[0].attn.c_attn.weight]["momentum_buffer"], buf)
+    with pytest.raises(ValueError, match="adamw"):
+        fresh.load_state_dict(model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu").state_dict())
+    with pytest.raises(ValueError, match="optimizer must be"):
+        model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "sgd")
+
+
+def test_block_muon_is_torchs_muon_with_float32_newton_schulz_and_qkv_blocks(monkeypatch):
+    """BlockMuon in bfloat16 steps exactly as torch.optim.Muon; in float32 (chosen on a CPU without native
+    bf16) closely; and a group with split=3 updates each row block as torch's Muon updates that block alone."""
+    from muon import BlockMuon
+    torch.manual_seed(0)
+    w = [torch.randn(24, 8), torch.randn(8, 32)]
+    grads = [[torch.randn_like(t) for t in w] for _ in range(3)]
+
+    def run(make, weights, steps=grads):
+        weights = [t.clone().requires_grad_() for t in weights]
+        opt = make(weights)
+        for gs in steps:
+            for t, g in zip(weights, gs):
+                t.grad = g.clone()
+            opt.step()
+        return [t.detach() for t in weights]
+    kw = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="original")
+    ref = run(lambda p: torch.optim.Muon(p, **kw), w)
+    assert all(torch.equal(a, b) for a, b in zip(ref, run(lambda p: BlockMuon(p, ns_dtype=torch.bfloat16, **kw), w)))
+    fp32 = run(lambda p: BlockMuon(p, ns_dtype=torch.float32, **kw), w)
+    assert all(torch.allclose(a, b, atol=2e-3) and not torch.equal(a, b) for a, b in zip(ref, fp32))
+    # split=3 on the (24, 8) matrix == torch's Muon on its three (8, 8) blocks, each its own parameter
+    blocks = run(lambda p: torch.optim.Muon(p, **kw), list(w[0].chunk(3)), [list(gs[0].chunk(3)) for gs in grads])
+    split = run(lambda p: BlockMuon([{"params": p[:1], "split": 3}], ns_dtype=torch.bfloat16, **kw), w[:1])
+    assert torch.equal(split[0], torch.cat(blocks))
+    # configure_optimizers picks float32 Newton-Schulz on a CPU without native bf16, bfloat16 with it
+    model = GPT(tiny())
+    for native, dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(model_py, "cpu_has_native_bf16", lambda: native)
+        assert model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "muon").muon.ns_dtype == dtype
+
+
 def test_estimate_mfu():
     model = GPT(tiny())
     T = model.config.block_size

@@ -1,0 +1,83 @@
+"""
+Muon for a GPT's hidden matrices, AdamW for the rest, as one optimizer; model.GPT.configure_optimizers
+builds it (train.py --optimizer=muon).
+
+Muon (Keller Jordan, 2024): momentum, then the update replaced by the nearest (semi-)orthogonal matrix,
+found by a few Newton-Schulz iterations, so every direction of a weight matrix moves at the same rate.
+torch.optim.Muon implements it; BlockMuon below keeps torch's class and changes what docs/cpu.md measured.
+"""
+
+import torch
+
+
+class BlockMuon(torch.optim.Muon):
+    """
+    torch's Muon (its groups, state, checks, lr adjustment), with two changes to the step:
+    - Newton-Schulz in float32 where bfloat16 is not native: torch's Muon orthogonalises in bfloat16,
+      which on a CPU without bf16 instructions (AVX2 only) runs ~10x slower than float32 (docs/cpu.md).
+    - a group's "split" > 1 orthogonalises each row block of its matrices on its own (c_attn's q, k, v),
+      as views of the weight, its gradient and its momentum, updated in place.
+    """
+
+    def __init__(self, params, ns_dtype=torch.bfloat16, **kwargs):
+        super().__init__(params, **kwargs)
+        self.ns_dtype = ns_dtype
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params, grads, bufs = [], [], []
+            self._init_group(group, params, grads, bufs)
+            lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
+            for param, grad, momentum in zip(params, grads, bufs):
+                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: in place
+                    buf.lerp_(g, 1 - mu)
+                    update = g.lerp(buf, mu) if group["nesterov"] else buf
+                    update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"],
+                                           self.ns_dtype)
+                    p.mul_(1 - lr * wd)
+                    p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
+def newton_schulz(g, coefficients, steps, eps, dtype):
+    """An approximately orthogonal matrix with g's singular vectors (singular values ~0.7-1.2): Muon's
+    quintic Newton-Schulz iteration, run on the short side, in dtype."""
+    a, b, c = coefficients
+    x = g.to(dtype)
+    tall = x.size(0) > x.size(1)
+    x = x.T if tall else x
+    x = x / x.norm().clamp(min=eps)  # spectral norm <= Frobenius norm <= 1: inside the iteration's range
+    for _ in range(steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return (x.T if tall else x).to(g.dtype)
+
+
+class MuonAdamW:
+    """
+    Muon for the hidden matrices and AdamW for the rest, behaving as one optimizer: one list of param
+    groups (train.py sets each group's lr), one step, one state dict {"muon": ..., "adamw": ...}.
+    """
+
+    def __init__(self, muon, adamw):
+        self.muon, self.adamw = muon, adamw
+        self.param_groups = muon.param_groups + adamw.param_groups  # the same dicts: lr writes reach both
+        self.defaults = adamw.defaults
+
+    def step(self):
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none=True):
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state):
+        if set(state) != {"muon", "adamw"}:
+            raise ValueError("not a Muon + AdamW optimizer state (trained with optimizer=adamw?)")
+        self.muon.load_state_dict(state["muon"])
+        self.adamw.load_state_dict(state["adamw"])
+        self.param_groups[:] = self.muon.param_groups + self.adamw.param_groups  # load makes new group dicts
