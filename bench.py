@@ -26,28 +26,72 @@ import time
 import torch
 from torch.nn import functional as F
 
-from configurator import (ConfigError, autocast, configure, keep_freed_memory, resolve_device, run,
-                          set_malloc_thresholds)
+from configurator import (HELP, ConfigError, autocast, configure, help_text, keep_freed_memory, resolve_device,
+                          run, set_malloc_thresholds)
 from model import GPT, GPTConfig
-from sizing import flops_per_token
+from sizing import dataset_vocab, flops_per_token
 
 MODES = ("peak", "train", "sample", "attention")
-COMMON = dict(mode="train", quick=False, json="", seed=1337, threads=0, repeats=0, warmup=0, device="cpu")
-PEAK = dict(dtype="float32", peak_sizes="2048,3072,4096")
-MODEL_SWITCHES = dict(dropout=0.0, bias=True, norm="layernorm", position="learned", attention="sdpa",
-                      tie_weights=True)
+COMMON = dict(  # every mode's keys
+    mode="train",  # peak | train | sample | attention: what to measure
+    quick=False,  # tiny sizes and fewer repeats: every mode in seconds (the tests use it)
+    json="",  # also write every figure, and the settings, to this JSON file
+    seed=1337,  # the random weights and tokens measured
+    threads=0,  # torch CPU threads; 0: torch's default (one per core)
+    repeats=0,  # timed repeats, the median reported; 0: the mode's default
+    warmup=0,  # untimed calls first; 0: the mode's default
+    device="cpu",  # cpu | cuda | cuda:1 | auto
+)
+PEAK = dict(
+    dtype="float32",  # float32 | bfloat16: the matmuls' dtype (train: autocast to it)
+    peak_sizes="2048,3072,4096",  # the square matmul sizes n the peak is the best of
+)
+MODEL_SWITCHES = dict(
+    dropout=0.0,  # dropout probability, as train.py's key
+    bias=True,  # biases in the Linears and norms
+    norm="layernorm",  # layernorm | rmsnorm
+    position="learned",  # learned | sinusoidal | rope
+    attention="sdpa",  # sdpa | manual
+    tie_weights=True,  # lm_head shares wte's matrix
+)
 DEFAULTS = {
     "peak": dict(PEAK),
     # nanoGPT's documented CPU recipe shape (its README: 4 layers, 4 heads, 128 wide, block 64, batch 12,
     # and nanoGPT's default bias=False)
-    "train": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, **dict(MODEL_SWITCHES, bias=False),
-                  batch_size=12, gradient_accumulation_steps=1, compile=False, profile=False,
-                  optimizer="default", weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99,
-                  grad_clip=1.0, data_dir="", **PEAK),
+    "train": dict(
+        n_layer=4,  # transformer blocks
+        n_head=4,  # attention heads (n_embd must be a multiple)
+        n_embd=128,  # width of the residual stream
+        block_size=64,  # tokens per sequence
+        vocab_size=0,  # tokens in the vocabulary; train's 0: the dataset's (dataset, data_dir), else 65
+        dataset="",  # as train.py's key: a folder under data/ whose meta.json gives vocab_size
+        data_dir="",  # as train.py's key; set, it also times drawing batches from its train.bin
+        **dict(MODEL_SWITCHES, bias=False),
+        batch_size=12,  # sequences per micro-batch
+        gradient_accumulation_steps=1,  # micro-batches per step
+        compile=False,  # torch.compile the model (the first steps compile, in the warm-up)
+        profile=False,  # also list the ops the time goes to (torch.profiler)
+        optimizer="default",  # default (train.py's AdamW) | fused | foreach | forloop
+        weight_decay=0.1,  # AdamW's, as train.py's key
+        learning_rate=1e-3,  # AdamW's, as train.py's key
+        beta1=0.9,  # AdamW's, as train.py's key
+        beta2=0.99,  # AdamW's, as train.py's key
+        grad_clip=1.0,  # clip the gradient's norm, as train.py; 0: off
+        **PEAK),
     # the issue's generation target: 6 layers, 6 heads, 384 wide, block 256, 255 new tokens from 1
-    "sample": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, **MODEL_SWITCHES,
-                   new_tokens=255, prompt_len=1, init_std=0.3),
-    "attention": dict(batch_size=1, n_head=6, head_size=64, t_min=128, t_max=4096, backward=False),
+    "sample": dict(
+        n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, **MODEL_SWITCHES,
+        new_tokens=255,  # greedy tokens generated per timed call
+        prompt_len=1,  # random prompt tokens
+        init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
+    ),
+    "attention": dict(
+        batch_size=1, n_head=6,
+        head_size=64,  # q, k, v width per head
+        t_min=128,  # the shortest sequence timed; every power of 2 from t_min to t_max
+        t_max=4096,  # the longest
+        backward=False,  # time forward and backward, not the forward alone
+    ),
 }
 QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
     "peak": dict(peak_sizes="256,512"),
@@ -475,6 +519,10 @@ def normalize_argv(argv, defaults):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if any(a in HELP for a in argv):
+        sections = [("every mode", COMMON)] + [(f"--mode={m}", DEFAULTS[m]) for m in MODES]
+        print(help_text(__file__, sections, [__file__]))
+        sys.exit(0)
     modes = [a.partition("=")[2] for a in argv if a.startswith("--mode=")]
     mode = modes[-1] if modes else COMMON["mode"]
     if mode not in MODES:
@@ -485,6 +533,11 @@ def main(argv=None):
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
     cfg["mode"] = mode
+    if mode == "train" and not cfg["vocab_size"]:  # the vocab of the dataset the config trains on
+        vocab, path = dataset_vocab(cfg["dataset"], cfg["data_dir"])
+        if vocab is None and (cfg["dataset"] or cfg["data_dir"]):
+            print(f"note: {path} not found (prepare the dataset, or pass --vocab_size): vocab 65", file=sys.stderr)
+        cfg["vocab_size"] = vocab or 65
     normal, quick = REPEATS[mode]
     cfg["repeats"] = cfg["repeats"] or (quick if cfg["quick"] else normal)
     cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)

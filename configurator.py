@@ -9,7 +9,9 @@ the script defines and every value must fit the default's type; otherwise a one-
 
 import ast
 import difflib
+import io
 import sys
+import tokenize
 import types
 
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
@@ -44,6 +46,8 @@ def _coerce(key, value, default, where, nullable=()):
     elif kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if isinstance(value, float) and value.is_integer():  # --max_iters=1e3 means 1000; 1.5 is refused
+            return int(value)
     elif kind is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -62,14 +66,21 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=()):
+def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None):
     """
     Return defaults updated by argv: config file paths and --key=value, applied left to right.
     strict_files=False lets a file set keys this script does not use (sizing.py reading a train config).
     nullable names keys that may be set to None although their default is not (sample.py's top_k).
+    -h or --help prints the calling script's usage and keys (see help_text) and exits 0; sources are
+    the files whose comments explain the keys (default: the calling script).
     """
+    argv = sys.argv[1:] if argv is None else argv
+    if any(arg in HELP for arg in argv):
+        sources = sources or [sys._getframe(1).f_globals["__file__"]]
+        print(help_text(sources[0], [("config keys", defaults)], sources))
+        sys.exit(0)
     config = dict(defaults)
-    for arg in sys.argv[1:] if argv is None else argv:
+    for arg in argv:
         if not arg.startswith("--"):
             try:
                 with open(arg) as f:
@@ -99,6 +110,55 @@ def configure(defaults, argv=None, strict_files=True, nullable=()):
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
     return config
+
+
+HELP = ("-h", "--help")
+
+
+def key_comments(path):
+    """
+    {key: meaning} from a script's source: the comment on the line that sets the key, in a
+    module-level `key = value  # meaning`, a dataclass field `key: int = 1  # meaning`, or a
+    `dict(key=value,  # meaning)` entry. The first commented definition of a name wins.
+    """
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            found += [(n.lineno, n.target.id) for n in node.body
+                      if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found.append((node.lineno, node.targets[0].id))
+        if isinstance(node, (ast.Assign, ast.Expr)):  # dict(key=value, ...) anywhere in the statement
+            found += [(k.lineno, k.arg) for call in ast.walk(node) if isinstance(call, ast.Call)
+                      and isinstance(call.func, ast.Name) and call.func.id == "dict" for k in call.keywords if k.arg]
+    meanings = {}
+    for line, name in sorted(found):
+        if line in comments and name not in meanings:
+            meanings[name] = comments[line]
+    return meanings
+
+
+def help_text(script, sections, sources):
+    """A script's --help: its docstring (the usage), then each section's keys as --key=default and meaning."""
+    with open(script, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    meanings = {}
+    for path in reversed(sources):  # the first source has the last word
+        meanings.update(key_comments(path))
+    out = [doc.strip(), "", "Keys are set by config files (plain Python: key = value) and --key=value, applied "
+           "left to right;", "an int, float or bool key takes a value of that type, a str key the text as typed."]
+    for title, defaults in sections:
+        shown = {k: f"--{k}={v if isinstance(v, str) and v.isprintable() and v else repr(v)}"
+                 for k, v in defaults.items()}
+        width = min(max(map(len, shown.values()), default=0), 34)
+        out += ["", f"{title}:"]
+        out += [f"  {shown[k]:<{width}}  {meanings.get(k, '')}".rstrip() for k in defaults]
+    return "\n".join(out)
 
 
 def config_keys(namespace):

@@ -9,13 +9,18 @@ References:
 sizing.py says analytically what this model costs; tests/ prove the two agree.
 """
 
+import importlib.util
 import math
+import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
@@ -23,12 +28,12 @@ ATTENTIONS = ("sdpa", "manual")
 
 @dataclass
 class GPTConfig:
-    block_size: int = 1024
+    block_size: int = 1024  # tokens of context: the longest sequence the model reads
     vocab_size: int = 50257  # GPT-2's BPE; 50304 (a multiple of 64) is faster on GPUs
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
-    dropout: float = 0.0
+    n_layer: int = 12  # transformer blocks
+    n_head: int = 12  # attention heads per block; n_embd must be a multiple
+    n_embd: int = 768  # width of the residual stream
+    dropout: float = 0.0  # training only: the chance each activation is zeroed
     bias: bool = True  # biases in the Linears and LayerNorms, as GPT-2
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
     position: str = "learned"  # "learned" | "sinusoidal" | "rope"
@@ -399,14 +404,17 @@ class GPT(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path, dropout=0.0):
         """
-        GPT-2 weights from Hugging Face: a hub name (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a
-        local directory written by save_pretrained. Needs `transformers`, only here.
+        GPT-2 weights from Hugging Face: a hub name (gpt2, gpt2-medium, gpt2-large, gpt2-xl), read from
+        the local Hugging Face cache if it is there, else downloaded; or a local directory written by
+        save_pretrained. Needs `transformers`, only here.
         """
-        try:
-            from transformers import GPT2LMHeadModel
-        except ImportError:
-            raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers") from None
-        hf = GPT2LMHeadModel.from_pretrained(name_or_path)
+        if name_or_path not in PRETRAINED and not os.path.isdir(name_or_path):
+            raise ValueError(f"{name_or_path!r} is neither one of {', '.join(PRETRAINED)} nor a model folder")
+        if importlib.util.find_spec("transformers") is None:
+            raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers")
+        cached = name_or_path in PRETRAINED and hub_cached(name_or_path)  # before transformers' slow import
+        from transformers import GPT2LMHeadModel
+        hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
         c = hf.config
         if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
             raise ValueError(f"{name_or_path}: activation {c.activation_function!r} is not GPT-2's tanh GELU")
@@ -428,3 +436,28 @@ class GPT(nn.Module):
                     raise ValueError(f"{name_or_path}: {k} has shape {tuple(w.shape)}, expected {tuple(sd[k].shape)}")
                 sd[k].copy_(w)
         return model
+
+
+def hub_cached(name):
+    """
+    True if the local Hugging Face cache holds name's config and weights. If not, check in a few
+    seconds that the hub answers, so that no network is one clear OSError at once (Hugging Face's
+    client would retry for ~25 s, printing each failure).
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+    found = lambda f: isinstance(try_to_load_from_cache(name, f), str)  # noqa: E731
+    if found("config.json") and (found("model.safetensors") or found("pytorch_model.bin")):
+        return True
+    how = ("with no network, pass a local copy: --init_from=FOLDER (its config.json and model.safetensors, "
+           "as transformers' save_pretrained writes them)")
+    if constants.HF_HUB_OFFLINE:
+        raise OSError(f"{name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; {how}")
+    try:
+        url = f"{constants.ENDPOINT}/{name}/resolve/main/config.json"
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5).close()
+    except urllib.error.HTTPError:
+        pass  # the hub answered: its client takes it from here
+    except OSError as e:  # no route, no DNS, refused, timed out
+        raise OSError(f"{name} is not in the Hugging Face cache and {constants.ENDPOINT} is not reachable "
+                      f"({getattr(e, 'reason', None) or e}); {how}") from None
+    return False

@@ -16,20 +16,20 @@ import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
-from model import GPT
+from model import GPT, PRETRAINED
 from tokenizer import gpt2_meta, load_tokenizer, read_meta, stream_decode
 
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | "gpt2-medium" | ... | a Hugging Face model folder
-out_dir = "out"
+out_dir = "out"  # the training run's folder (with init_from="resume")
 ckpt = ""  # "ckpt.pt" (latest) | "best.pt" (lowest val loss); "" = best.pt if there is one, else ckpt.pt
 start = "\n"  # the prompt, or "FILE:path" to read it from a file; "\n" typed in a shell is a newline too
-num_samples = 3
-max_new_tokens = 500
+num_samples = 3  # samples, one after another, separated by a line of dashes
+max_new_tokens = 500  # tokens generated per sample (characters, for a char-level model)
 temperature = 0.8  # 0 = greedy (always the most likely token); above 1 = more random
 top_k = 200  # sample only among the k most likely tokens; None = all
 top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p; None = off
-seed = 1337
+seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
 dtype = "auto"  # "auto" (bfloat16 where supported, float16 on other GPUs, float32 on cpu) | "float32" | "bfloat16" | "float16"
 use_cache = True  # KV cache: each new token costs one position, not the whole context (up to block_size)
@@ -54,6 +54,9 @@ def check(cfg):
     p = cfg["top_p"]
     if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 < p <= 1):
         raise ConfigError(f"top_p must be a number in (0, 1] or None, got {p!r}")
+    if cfg["init_from"] not in ("resume",) + PRETRAINED and not os.path.isdir(cfg["init_from"]):
+        raise ConfigError(f"init_from must be resume, {', '.join(PRETRAINED)} or a model folder, "
+                          f"got {cfg['init_from']!r}")
     if cfg["ckpt"] and not cfg["ckpt"].endswith(".pt"):
         raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {cfg['ckpt']!r}")
 
@@ -64,7 +67,8 @@ def load_model(cfg):
     if name == "resume":
         folder = cfg["out_dir"]
         if not os.path.isdir(folder):
-            raise ConfigError(f"no folder {folder}: train a model first (python train.py config/tiny.py) "
+            what = "is a file, not a run's folder" if os.path.exists(folder) else "does not exist"
+            raise ConfigError(f"out_dir {folder} {what}: train a model first (python train.py config/tiny.py) "
                               "or pass --out_dir=<its out_dir>")
         file = cfg["ckpt"] or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt")
         path = os.path.join(folder, file)
@@ -77,13 +81,13 @@ def load_model(cfg):
         meta, meta_from = find_meta(folder, checkpoint.get("config") or {})
         return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
                              f"{checkpoint.get('best_val_loss', float('nan')):.4f}), tokenizer from {meta_from}")
-    if name.startswith("gpt2") or os.path.isdir(name):
-        try:
-            model = GPT.from_pretrained(name)
-        except Exception as e:  # no network, no transformers, not a GPT-2 folder: all one line
-            raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-        return model, gpt2_meta(), f"loaded GPT-2 weights {name}"
-    raise ConfigError(f"init_from must be resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl or a model folder, got {name!r}")
+    try:
+        model = GPT.from_pretrained(name)
+    except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 folder
+        raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
+    except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
+        raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    return model, gpt2_meta(), f"loaded GPT-2 weights {name}"
 
 
 def find_meta(folder, train_config):

@@ -469,14 +469,16 @@ def report():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="scaling.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="scaling.py", description=__doc__.strip(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
-    sp = sub.add_parser("sweep", help="IsoFLOP experiment: train a family of tiny models per FLOP budget")
+    sp = sub.add_parser("sweep", help="IsoFLOP experiment: train a family of tiny models per FLOP budget",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sp.add_argument("--quick", action="store_true", help="2 budgets x 3 models, ~1-3 minutes")
     sp.add_argument("--out_dir", default="out-scaling", help="where runs, isoflop.json and isoflop.png go")
     sp.add_argument("--dataset", default="shakespeare_char", help="a char-level dataset prepared under data/")
-    sp.add_argument("--data_dir", default="", help="the dataset folder, if not data/<dataset>")
-    sp.add_argument("--jobs", type=int, default=0, help="trainings at once (default: one per core)")
+    sp.add_argument("--data_dir", default="", help="the dataset folder; \"\": data/<dataset>")
+    sp.add_argument("--jobs", type=int, default=0, help="trainings at once; 0: one per core")
     args = parser.parse_args(argv)
     if args.command == "sweep":
         sweep(quick=args.quick, out_dir=args.out_dir, dataset=args.dataset, data_dir=args.data_dir, jobs=args.jobs)

@@ -13,6 +13,26 @@ import sys
 from configurator import ConfigError, configure, config_keys, run
 from tokenizer import read_meta
 
+REPO = os.path.dirname(os.path.abspath(__file__))
+KEYS = dict(  # sizing.py's own keys, beside GPTConfig's (model.py); a train.py config file sets them too
+    seq_len=0,  # the sequence length FLOPs are counted at; 0: block_size
+    vocab_size=0,  # 0: the vocab of the config's dataset (its meta.json), as train.py uses; else GPT-2's 50257
+    dataset="",  # train.py's key: a folder under data/ (vocab_size comes from its meta.json)
+    data_dir="",  # train.py's key: the dataset's folder, if not data/<dataset>
+)
+
+
+def dataset_vocab(dataset, data_dir=""):
+    """
+    (vocab_size, meta.json path) of the dataset a config trains on, read as train.py reads it: from
+    data_dir, else data/<dataset>. vocab_size is None if there is no dataset or no meta.json (yet).
+    """
+    folder = data_dir or os.path.join(REPO, "data", dataset)
+    path = os.path.join(folder, "meta.json")
+    if (dataset or data_dir) and os.path.isfile(path):
+        return read_meta(folder)["vocab_size"], path
+    return None, path
+
 
 def gpt_params(seq_len, vocab_size, d_model, num_heads, num_layers):
     """
@@ -153,20 +173,17 @@ def report(config, seq_len=None):
 
 def main():
     from model import GPTConfig
-    defaults = config_keys(vars(GPTConfig()))
-    defaults["seq_len"] = 0  # 0: block_size
-    defaults["vocab_size"] = 0  # 0: the config's dataset's vocab_size, as train.py would use, else GPT-2's
-    defaults["dataset"] = ""
     # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
-    cfg = configure(defaults, strict_files=False)
-    seq_len, dataset = cfg.pop("seq_len"), cfg.pop("dataset")
+    defaults = dict(config_keys(vars(GPTConfig())), **KEYS)
+    cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")])
+    seq_len, dataset, data_dir = cfg.pop("seq_len"), cfg.pop("dataset"), cfg.pop("data_dir")
     if not cfg["vocab_size"]:
-        cfg["vocab_size"] = GPTConfig.vocab_size
-        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
-        if dataset and os.path.isfile(os.path.join(folder, "meta.json")):
-            cfg["vocab_size"] = read_meta(folder)["vocab_size"]
-        elif dataset:
-            print(f"note: {folder}/meta.json not found (run data/{dataset}/prepare.py, or pass --vocab_size): "
+        vocab, path = dataset_vocab(dataset, data_dir)
+        cfg["vocab_size"] = vocab or GPTConfig.vocab_size
+        if vocab:
+            print(f"vocab_size {vocab} from {path}", file=sys.stderr)
+        elif dataset or data_dir:
+            print(f"note: {path} not found (prepare the dataset, or pass --vocab_size): "
                   f"sizing with GPT-2's vocab_size {cfg['vocab_size']}", file=sys.stderr)
     try:
         config = GPTConfig(**cfg)

@@ -41,33 +41,33 @@ from tqdm import tqdm
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, GPTConfig
+from model import GPT, PRETRAINED, GPTConfig
 from tokenizer import read_meta
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
 # I/O
-out_dir = "out"
-eval_interval = 2000
-log_interval = 1
+out_dir = "out"  # the run's folder: ckpt.pt, best.pt, log.jsonl, meta.json, loss.png
+eval_interval = 2000  # evaluate (and checkpoint) every this many iterations
+log_interval = 1  # print and log the training loss every this many iterations
 eval_iters = 200  # eval batches per split, always the same windows of the data
 eval_only = False  # evaluate once, then exit
 always_save_checkpoint = True  # ckpt.pt at every eval; False: only when val loss improves
 init_from = "scratch"  # "scratch", "resume" (out_dir/ckpt.pt), "gpt2", "gpt2-medium", ... or a Hugging Face folder
 # wandb logging (optional: a warning, not a crash, if wandb is missing)
-wandb_log = False
-wandb_project = "glassgpt"
-wandb_run_name = "gpt2"
+wandb_log = False  # also log to Weights & Biases
+wandb_project = "glassgpt"  # the wandb project
+wandb_run_name = "gpt2"  # the wandb run's name
 # data
-dataset = "openwebtext"
+dataset = "openwebtext"  # a folder under data/ (its prepare.py runs first if its bins are missing)
 data_dir = ""  # the folder with train.bin, val.bin and meta.json; "" means data/<dataset>
 gradient_accumulation_steps = 5 * 8  # micro-batches per iteration, all processes together
 batch_size = 12  # sequences per micro-batch
-block_size = 1024
+block_size = 1024  # tokens of context per sequence
 # model (vocab_size comes from the dataset's meta.json)
-n_layer = 12
-n_head = 12
-n_embd = 768
+n_layer = 12  # transformer blocks
+n_head = 12  # attention heads per block; n_embd must be a multiple
+n_embd = 768  # width of the residual stream
 dropout = 0.0  # 0 for pretraining; try 0.1+ for finetuning
 bias = True  # biases in Linears and LayerNorms, as GPT-2
 norm = "layernorm"  # "layernorm" | "rmsnorm"
@@ -75,24 +75,24 @@ position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
 tie_weights = True  # lm_head shares wte's matrix
 # AdamW
-learning_rate = 6e-4
-max_iters = 600000
-weight_decay = 1e-1
-beta1 = 0.9
-beta2 = 0.95
+learning_rate = 6e-4  # peak learning rate, after warmup
+max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
+weight_decay = 1e-1  # AdamW decay of the matrices (not biases or norm gains)
+beta1 = 0.9  # AdamW's first-moment decay
+beta2 = 0.95  # AdamW's second-moment decay
 grad_clip = 1.0  # clip the gradient's global norm to this; 0 disables
 # learning rate: linear warmup, then cosine decay to min_lr
-decay_lr = True
-warmup_iters = 2000
-lr_decay_iters = 600000  # about max_iters, per Chinchilla
-min_lr = 6e-5  # about learning_rate / 10, per Chinchilla
+decay_lr = True  # False: learning_rate throughout
+warmup_iters = 2000  # iterations of linear warmup
+lr_decay_iters = 600000  # the cosine reaches min_lr here: about max_iters, per Chinchilla
+min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, per Chinchilla
 # system
 backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
 device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
 dtype = "auto"  # "auto" (bfloat16 where supported, float16 on older GPUs, float32 on CPU) or one of those
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
-seed = 1337
+seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 
 _REPO = os.path.dirname(os.path.abspath(__file__))
@@ -119,10 +119,9 @@ def resolve(config):
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
     if c["max_iters"] < 0 or c["num_threads"] < 0:
         raise ConfigError("max_iters and num_threads must not be negative")
-    if c["init_from"] not in ("scratch", "resume") and not c["init_from"].startswith("gpt2") \
-            and not os.path.isdir(c["init_from"]):
-        raise ConfigError(f"init_from must be scratch, resume, gpt2* or a Hugging Face model folder, "
-                          f"got {c['init_from']!r}")
+    if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
+        raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
+                          f"model folder, got {c['init_from']!r}")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
     c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])

@@ -62,11 +62,12 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     data.mkdir()
     for split, n in (("train", 5000), ("val", 500)):
         np.random.default_rng(0).integers(0, 65, n, dtype=np.uint16).tofile(data / f"{split}.bin")
-    chars = [chr(c) for c in range(32, 97)]
-    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 65, "itos": chars, "dtype": "uint16"}))
+    chars = [chr(c) for c in range(32, 102)]  # vocab 70, as a dataset other than tiny Shakespeare has
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 70, "itos": chars, "dtype": "uint16"}))
     r, out = run_bench(tmp_path, "--mode=train", str(cfg), "--batch_size=3", "--profile", f"--data_dir={data}")
     assert r["model"]["n_layer"] == 1 and r["model"]["n_embd"] == 32 and r["batch_size"] == 3
-    config = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=65, bias=False)  # bench: nanoGPT recipe, no biases
+    assert r["model"]["vocab_size"] == 70 and "vocab 70," in out  # the dataset's, as train.py would build
+    config = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=70, bias=False)  # bench: nanoGPT recipe, no biases
     assert r["tokens_per_step"] == 3 * 16
     assert r["flops_per_step"] == flops_per_token(config, 16) * 3 * 16  # sizing.py's 6N + 12LHQT
     assert r["tokens_per_s"] == pytest.approx(r["tokens_per_step"] / (r["step_ms"] / 1e3))

@@ -2,6 +2,7 @@
 configurator.py: config files and --key=value overrides, checked against the script's keys and types.
 """
 
+import ast
 import platform
 import subprocess
 import sys
@@ -231,3 +232,83 @@ def test_keep_freed_memory_stops_the_page_faults_of_each_step():
     # nanoGPT's CPU recipe shape; glibc's default on the project's machine (argument "default"): a median
     # of 100s to 1,000s of faults a step, as freed activations go back to the OS; kept: about none
     assert float(faults) < 20, f"{faults} page faults a step with keep_freed_memory"
+
+
+# ----------------------------------------------------------------------------- --help
+
+def test_integral_float_is_an_int_and_a_fraction_is_refused():
+    """--max_iters=1e3 is 1000 (an int), as a config file's 5e3 is; 1.5 stays an error."""
+    config = configure(DEFAULTS, ["--batch_size=1e3"])
+    assert config["batch_size"] == 1000 and type(config["batch_size"]) is int
+    with pytest.raises(ConfigError, match="'batch_size'.*expects int, got 1.5"):
+        configure(DEFAULTS, ["--batch_size=1.5"])
+
+
+def test_key_comments_reads_every_way_a_key_is_defined(tmp_path):
+    path = write(tmp_path, '"""doc"""\n'
+                           'import os\n'
+                           'out_dir = "out"  # where it goes\n'
+                           'plain = 3\n'
+                           'later = 1\n'
+                           'later = 2  # the commented one counts\n'
+                           'MODE = dict(  # not a key: the dict itself\n'
+                           '    depth=4,  # how deep\n'
+                           '    **dict(width=8),  # spread\n'
+                           ')\n'
+                           'class Config:\n'
+                           '    size: int = 5  # a dataclass field\n'
+                           'def f():\n'
+                           '    inner = 1  # not at module level\n')
+    from configurator import key_comments
+    meanings = key_comments(path)
+    assert meanings["out_dir"] == "where it goes" and meanings["later"] == "the commented one counts"
+    assert meanings["depth"] == "how deep" and meanings["size"] == "a dataclass field"
+    assert "plain" not in meanings and "inner" not in meanings
+
+
+def script_keys(script):
+    """The keys a script's configure() takes, from the script itself."""
+    import bench
+    import sample
+    import sizing
+    import train
+    from model import GPTConfig
+    return {"train.py": config_keys(vars(train)), "sample.py": sample.DEFAULTS,
+            "sizing.py": dict(config_keys(vars(GPTConfig())), **sizing.KEYS),
+            "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()})}[script]
+
+
+@pytest.mark.parametrize("script", ["train.py", "sample.py", "sizing.py", "bench.py"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_configured_script_answers_help_with_each_key_default_and_meaning(script, flag):
+    # after a config file and a key, as a user adds it to a command line: nothing runs, exit 0
+    p = subprocess.run([sys.executable, script, "config/tiny.py", "--max_iters=1", flag], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    first = ast.get_docstring(ast.parse((ROOT / script).read_text())).splitlines()[0]
+    assert p.stdout.startswith(first)
+    lines = p.stdout.splitlines()
+    for key, value in script_keys(script).items():
+        shown = value if isinstance(value, str) and value.isprintable() and value else repr(value)
+        found = [line for line in lines if line.startswith(f"  --{key}={shown} ")]
+        assert found, (key, shown)
+        assert all(len(line.split(None, 1)) == 2 for line in found), f"{key} has no meaning in {script}"
+
+
+@pytest.mark.parametrize("command, options, defaults", [
+    (["scaling.py"], ["sweep"], 0),
+    (["scaling.py", "sweep"], ["--quick", "--out_dir", "--dataset", "--data_dir", "--jobs"], 5),
+    (["data/shakespeare_char/prepare.py"], ["--input", "--out_dir"], 2),
+    (["data/shakespeare/prepare.py"], ["--input", "--out_dir"], 2),
+    (["data/text/prepare.py"], ["--input", "--tokenizer", "--out_dir", "--val_fraction"], 3),  # --input: required
+    (["data/openwebtext/prepare.py"], ["--num_proc", "--dataset", "--out_dir", "--val_size"], 4),
+])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_argparse_scripts_answer_help_with_each_option_and_its_default(command, options, defaults, flag):
+    p = subprocess.run([sys.executable, *command, flag], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.startswith("usage: ")
+    text = " ".join(p.stdout.split())  # argparse wraps lines
+    for option in options:
+        assert option in text, option
+    assert text.count("(default:") == defaults

@@ -8,6 +8,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -144,7 +145,8 @@ def bad_cases(out_dir):
     (out_dir / "zero").mkdir()
     (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
     return {
-        "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"no folder {out_dir / 'nope'}"),
+        "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist"),
+        "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
         "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
         "garbage checkpoint": ([f"--out_dir={out_dir / 'garbage'}"], "cannot read checkpoint"),
@@ -157,6 +159,7 @@ def bad_cases(out_dir):
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
         "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
         "bad init_from": (["--init_from=llama"], "init_from must be resume, gpt2"),
+        "made-up GPT-2 size": (["--init_from=gpt2-xxl"], "init_from must be resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl"),
     }
 
 
@@ -180,3 +183,25 @@ def test_bad_inputs_as_a_user_sees_them(out_dir, name):
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def timed(cmd, env, cwd=REPO):
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return proc, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("how", ["unreachable", "offline"])
+def test_gpt2_without_network_is_one_line_at_once(how, offline_hf):
+    """Hugging Face's client retries an unreachable hub for ~25 s (1+2+4+8+8 s of sleeps), printing each
+    failure: checked first, it is one line that says how to use a local folder, in no more time than
+    rejecting a bad name takes (the torch import)."""
+    pytest.importorskip("transformers")
+    env = offline_hf(how)
+    _, baseline = timed([sys.executable, "sample.py", "--init_from=gpt2-xxl"], env)
+    proc, seconds = timed([sys.executable, "sample.py", "--init_from=gpt2", "--max_new_tokens=3"], env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot load gpt2: "), proc.stderr
+    assert "--init_from=FOLDER" in lines[0] and ("not reachable" if how == "unreachable" else "HF_HUB_OFFLINE") in lines[0]
+    assert seconds < baseline + 10, (seconds, baseline)

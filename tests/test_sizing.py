@@ -230,6 +230,13 @@ def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
         assert r.returncode == 0 and f"vocab_size={vocab} " in r.stdout and "matches" in r.stdout
     r = sizing(str(ROOT / "config" / "tiny.py"), "--vocab_size=100")  # by hand wins
     assert r.returncode == 0 and "vocab_size=100 " in r.stdout
+    # --data_dir, train.py's other way to name the dataset, is read the same way
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "meta.json").write_text(json.dumps(
+        {"tokenizer": "char", "vocab_size": 70, "itos": [chr(32 + i) for i in range(70)], "dtype": "uint16"}))
+    r = sizing(str(ROOT / "config" / "tiny.py"), f"--data_dir={tmp_path / 'ds'}")
+    assert r.returncode == 0 and "vocab_size=70 " in r.stdout, r.stderr
+    assert f"vocab_size 70 from {tmp_path / 'ds' / 'meta.json'}" in r.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -57,11 +57,15 @@ def write_docs(splits, out_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="OpenWebText -> GPT-2 tokens in train.bin / val.bin")
-    parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
-    parser.add_argument("--dataset", default=DATASET, help="a Hugging Face dataset id with a 'text' column")
-    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
-    parser.add_argument("--val_size", type=float, default=0.0005, help="fraction of documents held out")
+    parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                        help="processes tokenizing (default: half the cores, %(default)s)")
+    parser.add_argument("--dataset", default=DATASET,
+                        help="a Hugging Face dataset id with a 'text' column (default: %(default)s)")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)),
+                        help="where train.bin, val.bin and meta.json go (default: %(default)s)")
+    parser.add_argument("--val_size", type=float, default=0.0005,
+                        help="fraction of documents held out for val.bin (default: %(default)s)")
     args = parser.parse_args()
     try:
         from datasets import load_dataset

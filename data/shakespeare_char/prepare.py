@@ -1,7 +1,8 @@
 """
-Tiny Shakespeare, one token per character (vocab 65, about 1M train / 111K val tokens):
+Tiny Shakespeare, one token per character: vocab 65, 1,003,854 train / 111,540 val tokens from the
+canonical file; vocab 76, 4,309,085 / 478,788 from the offline fallback (3. below).
 
-    python data/shakespeare_char/prepare.py [--input PATH]
+    python data/shakespeare_char/prepare.py [--input PATH] [--out_dir DIR]
 
 Where the text comes from, first that works (the one used is printed and stored in meta.json "source"):
 1. --input PATH, or an input.txt already in this folder;
@@ -144,11 +145,11 @@ def shakespeare_text(folder, input_path=None):
                   f"({len(text):,} characters): NOT the canonical tiny Shakespeare")
 
 
-def main(tokenizer="char", here=os.path.dirname(os.path.abspath(__file__))):
+def main(tokenizer="char", here=os.path.dirname(os.path.abspath(__file__)), doc=__doc__):
     """Prepare tiny Shakespeare with tokenizer into here (data/shakespeare/prepare.py calls it with gpt2)."""
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--input", help="a tiny Shakespeare input.txt you already have")
-    parser.add_argument("--out_dir", default=here)
+    parser = argparse.ArgumentParser(description=doc.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", help="a tiny Shakespeare input.txt you already have (default: see above)")
+    parser.add_argument("--out_dir", default=here, help="where train.bin, val.bin and meta.json go (default: %(default)s)")
     args = parser.parse_args()
     text, source = shakespeare_text(here, args.input)
     print(f"source: {source}")

@@ -46,11 +46,14 @@ def read_text(path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="tokenize your own text into train.bin, val.bin, meta.json")
+    parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, help="a text file, or a folder of *.txt files")
-    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="char")
-    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)))
-    parser.add_argument("--val_fraction", type=float, default=0.1)
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="char",
+                        help="char: one token per character; gpt2: GPT-2's BPE (default: %(default)s)")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)),
+                        help="where train.bin, val.bin and meta.json go (default: %(default)s)")
+    parser.add_argument("--val_fraction", type=float, default=0.1,
+                        help="the last fraction of the text, held out as val.bin (default: %(default)s)")
     args = parser.parse_args()
     text, files = read_text(args.input)
     source = args.input if len(files) == 1 else f"{len(files)} .txt files in {args.input}"
