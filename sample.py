@@ -8,6 +8,7 @@ Sample from a trained model, printing each token as it is generated:
 Samples go to stdout, separated by a line of dashes; what was loaded goes to stderr.
 """
 
+import itertools
 import os
 import sys
 import time
@@ -123,6 +124,18 @@ def encode_prompt(text, meta):
     return ids
 
 
+def without_leading_newlines(pieces):
+    """A sample's pieces from its first one that is not all newlines: the default prompt is a newline,
+    and the text after it often opens with more, which would start each sample with blank lines."""
+    pieces = iter(pieces)
+    for piece in pieces:
+        piece = piece.lstrip("\n")
+        if piece:
+            yield piece
+            break
+    yield from pieces
+
+
 def main(argv=None):
     cfg = configure(DEFAULTS, argv, nullable=("top_k",))
     check(cfg)
@@ -148,16 +161,21 @@ def main(argv=None):
             model.forward = eager
             log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
 
-    t0, n_tokens = time.time(), 0
-    for _ in range(cfg["num_samples"]):
-        print(text, end="", flush=True)
-        with torch.no_grad(), autocast(device_type, dtype):
-            tokens = (t.item() for t in model.generate_tokens(
-                x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
-            for piece in stream_decode(meta, tokens):
-                print(piece, end="", flush=True)
-        print("\n---------------", flush=True)
-        n_tokens += cfg["max_new_tokens"]
+    t0, n_tokens, mid_line = time.time(), 0, False
+    try:
+        for _ in range(cfg["num_samples"]):
+            with torch.no_grad(), autocast(device_type, dtype):
+                tokens = (t.item() for t in model.generate_tokens(
+                    x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
+                for piece in without_leading_newlines(itertools.chain([text], stream_decode(meta, tokens))):
+                    print(piece, end="", flush=True)
+                    mid_line = not piece.endswith("\n")
+            print("\n---------------", flush=True)
+            n_tokens, mid_line = n_tokens + cfg["max_new_tokens"], False
+    except KeyboardInterrupt:
+        if mid_line:  # end the text's line, so that "interrupted" is not glued to it
+            print(flush=True)
+        raise
     dt = time.time() - t0
     log(f"{n_tokens:,} tokens in {dt:.1f}s ({n_tokens / max(dt, 1e-9):,.0f} tokens/s, use_cache={cfg['use_cache']})")
 

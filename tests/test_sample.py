@@ -6,6 +6,7 @@ it picks, and a one-line error (exit 2, no traceback) for each kind of bad input
 
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -205,3 +206,25 @@ def test_gpt2_without_network_is_one_line_at_once(how, offline_hf):
     assert len(lines) == 1 and lines[0].startswith("error: cannot load gpt2: "), proc.stderr
     assert "--init_from=FOLDER" in lines[0] and ("not reachable" if how == "unreachable" else "HF_HUB_OFFLINE") in lines[0]
     assert seconds < baseline + 10, (seconds, baseline)
+
+
+def test_default_prompt_leaves_no_blank_lines_at_a_samples_start(out_dir, capsys):
+    """The default prompt is a newline: it conditions the model, but a sample opens with its first text."""
+    for seed in range(3):
+        out, _ = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=2", "--max_new_tokens=20", f"--seed={seed}")
+        for s in samples_of(out):
+            assert s and not s.startswith("\n"), repr(s)
+
+
+def test_ctrl_c_mid_sample_ends_the_line_before_interrupted(out_dir):
+    proc = subprocess.Popen([sys.executable, "sample.py", f"--out_dir={out_dir}", "--num_samples=1",
+                             "--max_new_tokens=1000000", "--start=ROMEO:"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.read(40)  # sampling has begun
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err.endswith("\ninterrupted\n") and "Traceback" not in err, err
+    assert rest.endswith("\n")  # the text's line is ended: "interrupted" gets a line of its own
