@@ -199,8 +199,13 @@ def read_log(path):
     return records
 
 
-def plot_losses(records, path):
-    """loss.png: batch loss per logged iteration and the eval losses. False if matplotlib is missing."""
+def plot_losses(records, path, title=""):
+    """
+    loss.png: the batch loss of each logged iteration and the eval losses, best.pt's eval marked, under
+    title (the run's out_dir). The y-axis shows the curves from the second eval on: the first
+    iterations' loss (~4 nats for characters) would squeeze the part that matters into a sliver.
+    False if matplotlib is missing.
+    """
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no display needed
@@ -208,11 +213,26 @@ def plot_losses(records, path):
     except ImportError:
         return False
     steps = [r for r in records if r.get("loss") is not None]
-    evals = [r for r in records if r.get("val_loss") is not None]
+    evals = [r for r in records if r.get("val_loss") is not None and r.get("train_loss") is not None]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
-    ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-    ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
+    ax.plot([r["iter"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
+    ax.plot([r["iter"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
+    saved = [r for r in evals if r["iter"] > 0]  # an eval at iteration 0 is never saved
+    if saved:
+        best = min(saved, key=lambda r: r["val_loss"])
+        ax.plot(best["iter"], best["val_loss"], "*", ms=14, color="crimson", zorder=3,
+                label=f"best.pt: iter {best['iter']}, val {best['val_loss']:.4f}")
+    points = [(r["iter"], r["loss"]) for r in steps] + [(r["iter"], r[k]) for r in evals for k in ("train_loss", "val_loss")]
+    if len(evals) >= 2 and points:
+        low, high = min(v for _, v in points), max(v for i, v in points if i >= evals[1]["iter"])
+        pad = 0.05 * (high - low) or 0.05
+        ax.set_ylim(low - pad, high + pad)
+        first = evals[0]
+        if first["val_loss"] > high + pad:
+            ax.text(0.01, 0.98, f"iter {first['iter']}: val {first['val_loss']:.2f}, above the plot",
+                    transform=ax.transAxes, va="top", fontsize=8, color="gray")
+    ax.set_title(title)
     ax.set_xlabel("iteration")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.grid(alpha=0.3)
@@ -570,11 +590,16 @@ def train(config, ddp):
     bar.close()
     if master:
         log_file.close()
-        plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"))
+        if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):
+            say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
-            say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+            if iter_num > start_iter or math.isfinite(best_val_loss):
+                say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+            else:  # max_iters=0: evaluated, nothing trained, so nothing saved
+                say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
+                    "no checkpoint written")
     return stop_requested[0] if stop_requested else None  # the signal this process was stopped by
 
 

@@ -252,6 +252,48 @@ def test_run_writes_log_checkpoints_meta_and_plot(tmp_path, data_dir):
         pass
 
 
+def test_plot_shows_where_the_curves_settle_names_the_run_and_marks_best(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at
+    recs = [{"iter": 0, "train_loss": 4.4, "val_loss": 4.41}]
+    recs += [{"iter": i, "loss": 4.4 - 2.8 * min(i, 100) / 100 + 0.01 * (i % 3)} for i in range(0, 400, 10)]
+    recs += [{"iter": 100, "train_loss": 1.9, "val_loss": 2.0}, {"iter": 200, "train_loss": 1.6, "val_loss": 1.7},
+             {"iter": 300, "train_loss": 1.5, "val_loss": 1.72}, {"iter": 400, "train_loss": 1.45, "val_loss": 1.75}]
+    assert train.plot_losses(recs, tmp_path / "loss.png", title="out-tiny")
+    assert (tmp_path / "loss.png").stat().st_size > 1000
+    ax = figures[0].axes[0]
+    assert ax.get_title() == "out-tiny"
+    low, high = ax.get_ylim()
+    assert 1.3 < low < 1.45 and 2.0 < high < 2.2  # the curves from the second eval on, not 4.4 down
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "best.pt: iter 200, val 1.7000" in labels
+    assert any("above the plot" in t.get_text() for t in ax.texts)
+
+
+def test_without_matplotlib_the_run_says_once_how_to_get_the_plot(tmp_path, data_dir):
+    hidden = ("import runpy, sys\n"
+              "sys.modules['matplotlib'] = None  # import matplotlib now raises ImportError\n"
+              "sys.argv = sys.argv[1:]\n"
+              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-c", hidden, "train.py", f"--data_dir={data_dir}", f"--out_dir={out}",
+                             *TINY, "--max_iters=4", "--eval_interval=2"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "pip install" in line]
+    assert said == [f"no {out}/loss.png: drawing it needs matplotlib (pip install matplotlib)"]
+    assert not (out / "loss.png").exists() and (out / "ckpt.pt").exists()
+
+
+def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
+    result = run_train("--max_iters=0", data=data_dir, out=tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == "done: nothing to train (max_iters=0): evaluated at iter 0, no checkpoint written"
+    assert not (tmp_path / "out" / "ckpt.pt").exists()
+
+
 def test_resume_continues_exactly(tmp_path, data_dir):
     """8 iterations in one run == 5 iterations, then resumed for 3: the same losses, bit for bit, and the
     same final weights. Dropout is on, so the RNG state must come back too, and the data sampler's."""
