@@ -58,7 +58,7 @@ def all_logits(model, idx):
 # causality
 
 
-@pytest.mark.parametrize("position,attention", itertools.product(POSITIONS, ATTENTIONS))
+@pytest.mark.parametrize("position,attention", list(itertools.product(POSITIONS, ATTENTIONS)))
 def test_causal_changing_the_future_leaves_the_past_unchanged(position, attention):
     model = make(position=position, attention=attention)
     g = torch.Generator().manual_seed(1)
@@ -113,7 +113,7 @@ def test_sdpa_equals_manual_forward_and_gradients(position):
         torch.testing.assert_close(out["manual"][2][n], grad, atol=1e-5, rtol=1e-4, msg=n)
 
 
-@pytest.mark.parametrize("position,attention", itertools.product(POSITIONS, ATTENTIONS))
+@pytest.mark.parametrize("position,attention", list(itertools.product(POSITIONS, ATTENTIONS)))
 def test_cached_chunks_equal_one_full_forward(position, attention):
     """Prefill 5, a chunk of 4 after a past (the offset-mask path), then single tokens: same logits as all at once."""
     model = make(position=position, attention=attention)
@@ -242,7 +242,7 @@ def c_attn_lengths(model, fn):
     return result, seen
 
 
-@pytest.mark.parametrize("position,attention", itertools.product(POSITIONS, ATTENTIONS))
+@pytest.mark.parametrize("position,attention", list(itertools.product(POSITIONS, ATTENTIONS)))
 def test_kv_cache_generation_equals_recompute_past_block_size(position, attention):
     # block_size 16; seed and width chosen so that greedy decoding of every scheme keeps moving
     model = make(seed=1, position=position, attention=attention, n_embd=64)
@@ -445,7 +445,7 @@ def test_from_dict_ignores_other_keys():
     assert config.n_layer == 3 and config.n_embd == 768
 
 
-@pytest.mark.parametrize("position,attention", itertools.product(POSITIONS, ATTENTIONS))
+@pytest.mark.parametrize("position,attention", list(itertools.product(POSITIONS, ATTENTIONS)))
 def test_crop_block_size(position, attention):
     model = make(position=position, attention=attention, block_size=32)
     before = model.get_num_params(non_embedding=False)

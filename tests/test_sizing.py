@@ -84,8 +84,8 @@ def test_gpt2_small_components():
     assert counts["blocks"] == 12 * sum(GPT2_SMALL[p] for p in BLOCK_PARTS) == 85_054_464
 
 
-@pytest.mark.parametrize("norm,bias,position,tie", itertools.product(
-    ("layernorm", "rmsnorm"), (True, False), ("learned", "sinusoidal", "rope"), (True, False)))
+@pytest.mark.parametrize("norm,bias,position,tie", list(itertools.product(  # a list: pytest 9.1+ deprecates iterators
+    ("layernorm", "rmsnorm"), (True, False), ("learned", "sinusoidal", "rope"), (True, False))))
 def test_param_counts_equal_the_model_for_every_switch(norm, bias, position, tie):
     config = GPTConfig(block_size=11, vocab_size=37, n_layer=3, n_head=2, n_embd=12,
                        norm=norm, bias=bias, position=position, tie_weights=tie)

@@ -689,6 +689,22 @@ def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, 
     assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
+def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, offline_hf):
+    """No network, nothing cached: one line saying how to use a local folder, in no more time than
+    rejecting a bad name takes (Hugging Face's client would retry for ~25 s, printing each failure)."""
+    pytest.importorskip("transformers")
+    env = offline_hf("unreachable")
+    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'out'}", *TINY]
+    t0 = time.perf_counter()
+    subprocess.run(cmd + ["--init_from=gpt2-xxl"], cwd=ROOT, env=env, capture_output=True, timeout=300)
+    baseline, t0 = time.perf_counter() - t0, time.perf_counter()
+    result = subprocess.run(cmd + ["--init_from=gpt2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - t0
+    assert_one_line_error(result, 2, "gpt2", "not reachable", "--init_from=FOLDER")
+    assert seconds < baseline + 10, (seconds, baseline)
+    assert not (tmp_path / "out" / "ckpt.pt").exists()
+
+
 def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
     """--compile=true where torch.compile breaks mid-trial (after a forward has drawn dropout masks and made
     gradients): a warning, then the same run, loss for loss, as without compile."""
