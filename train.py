@@ -165,13 +165,19 @@ def resolve(config):
     return c
 
 
+def needs_prepare(data_dir):
+    """True if data_dir lacks its train.bin, val.bin or meta (ours, or nanoGPT's meta.pkl) but has a
+    prepare.py to write them."""
+    have = [os.path.exists(os.path.join(data_dir, n)) for n in ("train.bin", "val.bin")]
+    have.append(any(os.path.exists(os.path.join(data_dir, n)) for n in ("meta.json", "meta.pkl")))
+    return not all(have) and os.path.isfile(os.path.join(data_dir, "prepare.py"))
+
+
 def ensure_data(data_dir, master, ddp):
     """If data_dir lacks its bins and has a prepare.py, run it once (rank 0; the others wait)."""
-    names = ("train.bin", "val.bin")
-    prepare = os.path.join(data_dir, "prepare.py")
-    have_meta = any(os.path.exists(os.path.join(data_dir, n)) for n in ("meta.json", "meta.pkl"))  # ours, nanoGPT's
-    if (have_meta and all(os.path.exists(os.path.join(data_dir, n)) for n in names)) or not os.path.isfile(prepare):
+    if not needs_prepare(data_dir):
         return
+    prepare = os.path.join(data_dir, "prepare.py")
     rc = [0]
     if master:
         print(f"{data_dir} has no train.bin/val.bin/meta.json yet: running its prepare.py", flush=True)
@@ -377,14 +383,16 @@ def check_fits(model_config, batch_size, device_type, processes=1):
 def preflight(config, given):
     """
     What can be checked before the processes connect and before anything big is allocated: the
-    checkpoint a resume continues (its model keys become the config's) and whether the run fits in memory.
-    GPT-2's weights are checked once loaded (their shape is known only then).
+    checkpoint a resume continues (its model keys become the config's), the data (unless prepare.py
+    has yet to write it), and whether the run fits in memory. GPT-2's weights are checked once loaded
+    (their shape is known only then).
     """
     if config["init_from"] == "resume":
         config = adopt_checkpoint_model(config, given)
+    vocab = 1  # until prepare.py has written the data, the bound below leaves the logits out
+    if not needs_prepare(config["data_dir"]):  # the data's errors now, before the processes connect
+        vocab = load_data(config["data_dir"], config["block_size"])[2]["vocab_size"]
     if config["init_from"] in ("scratch", "resume"):
-        meta = os.path.join(config["data_dir"], "meta.json")  # not there yet: prepare.py will write it
-        vocab = read_meta(config["data_dir"])["vocab_size"] if os.path.isfile(meta) else 1
         try:
             model_config = GPTConfig(vocab_size=vocab, **{k: config[k] for k in MODEL_KEYS})
         except ValueError as e:

@@ -468,10 +468,13 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
     assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
 
 
-def start_train(out, data, *args):
-    """train.py in the background, with a reader thread collecting its stdout lines as they come."""
-    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data}", f"--out_dir={out}", *TINY, *args]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def train_cmd(out, data, *args):
+    return [sys.executable, str(ROOT / "train.py"), f"--data_dir={data}", f"--out_dir={out}", *TINY, *args]
+
+
+def start(cmd, **kwargs):
+    """cmd in the background, with a reader thread collecting its stdout lines as they come."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
@@ -485,16 +488,24 @@ def wait_for(proc, lines, text, seconds=120):
         time.sleep(0.05)
 
 
-def stop_and_time(proc, signum, limit=60):
-    """Send signum; (seconds until the process exited, its stderr). Its stdout stays with start_train's reader."""
-    sent = time.time()
-    proc.send_signal(signum)
+def stop_after(started, text, signum, delay=1.0, limit=60):
+    """Once a line of stdout holds text, wait delay and send signum: (seconds until the process exited,
+    its stderr). The stdout lines keep arriving in started's list until it ends."""
+    proc, lines, reader = started
     try:
-        proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
+        wait_for(proc, lines, text)
+        time.sleep(delay)
+        sent = time.time()
+        proc.send_signal(signum)
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {limit} s after {signal.Signals(signum).name}") from None
+        seconds = time.time() - sent
+    finally:
         proc.kill()
-        raise AssertionError(f"still running {limit} s after {signal.Signals(signum).name}")
-    return time.time() - sent, proc.stderr.read()
+    reader.join(10)
+    return seconds, proc.stderr.read()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -503,13 +514,9 @@ def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir
     the run saves and exits within seconds. The eval shows its progress meanwhile: it is never silent.
     (Before: the eval of ~10^6 batches, about 10 minutes here, ran to its end first.)"""
     out = tmp_path / "out"
-    proc, lines, reader = start_train(out, data_dir, "--eval_iters=1000000", "--max_iters=10")
-    try:
-        wait_for(proc, lines, "eval: " if signum == signal.SIGINT else "scratch at iter 0")  # progress: every 10 s
-        seconds, stderr = stop_and_time(proc, signum)
-    finally:
-        proc.kill()
-    reader.join(10)
+    proc, lines, reader = started = start(train_cmd(out, data_dir, "--eval_iters=1000000", "--max_iters=10"))
+    # SIGINT once the eval has shown its progress (a line every 10 s), SIGTERM a second into the eval
+    seconds, stderr = stop_after(started, "eval: " if signum == signal.SIGINT else "scratch at iter 0", signum)
     print(f"{signal.Signals(signum).name} mid-eval: exited {seconds:.1f} s later")
     assert proc.returncode == 128 + signum, stderr
     assert "stopping" in stderr and "Traceback" not in stderr, stderr
@@ -524,14 +531,9 @@ def test_stop_mid_iteration_saves_the_last_complete_one(tmp_path, data_dir):
     """An iteration of 20,000 micro-batches (~30 s): a stop between micro-batches drops the iteration and
     saves the state before it (the data sampler included, so a resume redraws the same batches)."""
     out = tmp_path / "out"
-    proc, lines, reader = start_train(out, data_dir, "--gradient_accumulation_steps=20000", "--max_iters=10")
-    try:
-        wait_for(proc, lines, "step 0:")
-        time.sleep(1)
-        seconds, stderr = stop_and_time(proc, signal.SIGINT)
-    finally:
-        proc.kill()
-    reader.join(10)
+    proc, lines, reader = started = start(train_cmd(out, data_dir, "--gradient_accumulation_steps=20000",
+                                                    "--max_iters=10"))
+    seconds, stderr = stop_after(started, "step 0:", signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     assert seconds < 20, seconds
     ckpt = load_checkpoint(out / "ckpt.pt")
@@ -544,13 +546,8 @@ def test_stop_before_training_begins_exits_at_once(tmp_path):
     folder = tmp_path / "ds"
     folder.mkdir()
     (folder / "prepare.py").write_text("import time\ntime.sleep(120)\n")
-    proc, lines, reader = start_train(tmp_path / "out", folder)
-    try:
-        wait_for(proc, lines, "running its prepare.py")
-        time.sleep(1)
-        seconds, stderr = stop_and_time(proc, signal.SIGTERM)
-    finally:
-        proc.kill()
+    proc, lines, reader = started = start(train_cmd(tmp_path / "out", folder))
+    seconds, stderr = stop_after(started, "running its prepare.py", signal.SIGTERM)
     assert proc.returncode == 143 and "Traceback" not in stderr, stderr
     assert stderr.strip().splitlines() == ["SIGTERM: stopped before training began"]
 
@@ -636,18 +633,8 @@ def test_ctrl_c_under_torchrun_mid_eval_saves(tmp_path, data_dir):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
            f"--data_dir={data_dir}", f"--out_dir={out}", *TINY, "--eval_iters=1000000", "--max_iters=10"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-    reader.start()
-    try:
-        wait_for(proc, lines, "scratch at iter 0")
-        time.sleep(2)
-        seconds, stderr = stop_and_time(proc, signal.SIGINT)
-    finally:
-        proc.kill()
-    reader.join(10)
+    proc, lines, reader = started = start(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    seconds, stderr = stop_after(started, "scratch at iter 0", signal.SIGINT, delay=2)
     assert stderr.count("SIGINT: stopping;") == 1, stderr  # rank 0 speaks for both
     assert seconds < 30
     assert any("SIGINT at iter 0: saved" in line for line in lines), lines
