@@ -86,11 +86,10 @@ norm = "layernorm"  # "layernorm" | "rmsnorm"
 position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
 tie_weights = True  # lm_head shares wte's matrix
-# optimizer: "adamw", or "muon" (Muon for the blocks' matmul weights, AdamW with the keys below for the rest)
-optimizer = "adamw"
+optimizer = "adamw"  # "adamw" | "muon" (Muon for the blocks' matmul weights, AdamW as below for the rest)
 muon_lr = 0.02  # Muon's peak lr; the lr schedule scales it as it scales learning_rate
-muon_momentum = 0.95
-muon_weight_decay = 0.0
+muon_momentum = 0.95  # Muon's momentum (Nesterov)
+muon_weight_decay = 0.0  # Muon's decoupled weight decay on the blocks' matrices
 # AdamW
 learning_rate = 6e-4  # peak learning rate, after warmup
 max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
