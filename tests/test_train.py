@@ -201,7 +201,7 @@ def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     assert f"python sample.py --out_dir={kept[0]}" in again.stdout
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2  # the new run has out_dir to itself
     import sample
-    model, meta, loaded = sample.load_model({"init_from": "resume", "out_dir": str(kept[0]), "ckpt": ""})
+    model, meta, loaded = sample.load_model({"init_from": "resume", "out_dir": str(kept[0]), "ckpt": "", "meta": ""})
     assert "iter 4" in loaded and meta["vocab_size"] == VOCAB
     # a third run keeps the second beside the first
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
