@@ -218,8 +218,8 @@ def resolve_device(device="auto", dtype="auto"):
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
     if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls: autocast makes it crawl
-        raise ConfigError("dtype=float16 on a CPU runs ~20x slower than float32 (measured: docs/cpu.md): "
-                          "use --dtype=bfloat16 or --dtype=float32")
+        raise ConfigError("dtype=float16 on a CPU is ~10x slower than float32 (no fast float16 matmuls): use "
+                          "--dtype=float32, or bfloat16 on a CPU that has it natively (AVX512-BF16, AMX)")
     return device, kind, dtype
 
 

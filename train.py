@@ -25,11 +25,13 @@ out_dir receives:
 (in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
 (resume or GPT-2's weights) and writes nothing.
 
-Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval in progress is dropped, and ckpt.pt is saved
-as it was after the last complete iteration, within seconds; the exit code is 128 + the signal's number
-(130, 143), as an interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without
-saving; a stop before training begins has nothing to save. A non-finite loss stops the run with exit code 1
-and leaves the last good checkpoint alone. A run that cannot fit in memory is refused before it starts.
+Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval or a half-done iteration in progress is cut
+short (under DDP, at the next eval batch or micro-batch), and ckpt.pt is saved as it was after the last
+complete iteration, within seconds; the exit code is 128 + the signal's number (130, 143), as an
+interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving; a stop
+before training begins has nothing to save. A non-finite loss stops the run with exit code 1 and leaves
+the last good checkpoint alone. A run that cannot fit in memory is refused before it starts. Long evals
+show progress, and a long run estimates its time from its first iterations.
 """
 
 import json
@@ -40,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 
 import numpy as np
@@ -493,25 +495,45 @@ def time_left(iter_num, max_iters, eval_interval, step_time, eval_time):
                    f"about {human_time(total)} to go")
 
 
+class Interrupted(BaseException):
+    """A stop cutting short work whose result saving does not need (an eval, a half-done iteration)."""
+
+
 class Stopper:
     """
-    Ctrl-C (SIGINT) and SIGTERM, acknowledged at once. Until training starts (armed) there is nothing to
-    save and a signal exits there and then. Armed, the first signal is recorded: the loop checks between
-    eval batches, micro-batches and iterations, saves and exits; a second one quits without saving.
+    Ctrl-C (SIGINT) and SIGTERM, acknowledged at once. Until training starts there is nothing to save and
+    a signal exits there and then. Once armed (with what a stop will do, to say so), the first signal is
+    recorded and the loop saves and exits: inside an interruptible section (an eval, an iteration up to
+    its optimizer step) the signal raises Interrupted at once; elsewhere, and under DDP (whose processes
+    must agree when to stop), the loop checks it between eval batches, micro-batches and iterations. A
+    second signal quits without saving. Disarmed (armed = None) once all is saved: a signal just exits.
     """
 
     def __init__(self, master):
-        self.master, self.signum, self.armed = master, None, ""  # armed: what a stop does, said to the user
+        self.master, self.signum, self.armed, self.cut = master, None, "", False
         signal.signal(signal.SIGINT, self.handle)
         signal.signal(signal.SIGTERM, self.handle)
 
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
-        if not self.armed or self.signum is not None:
-            self.tell(f"{name}: quitting without saving" if self.armed else f"{name}: stopped before training began")
-            raise SystemExit(128 + signum)
-        self.signum = signum
-        self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+        if self.armed and self.signum is None:
+            self.signum = signum
+            self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+            if self.cut:
+                raise Interrupted
+            return
+        self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else
+                                 "quitting; everything is saved" if self.armed is None else "quitting without saving"))
+        raise SystemExit(128 + signum)
+
+    @contextmanager
+    def interruptible(self, allowed=True):
+        """A section a stop may cut short by raising Interrupted in it (if allowed)."""
+        self.cut = allowed
+        try:
+            yield
+        finally:
+            self.cut = False
 
     def tell(self, message):
         if self.master:  # os.write, not print: the signal may have interrupted a print
@@ -701,22 +723,25 @@ def train(config, ddp, given, stopper):
         rounds = -(-eval_iters // world_size)  # the same number of rounds on every process
         progress = Progress(2 * rounds, "eval", master, say)
         try:
-            for split, data in splits.items():
-                total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
-                for k in range(rank, rounds * world_size, world_size):
-                    if k < eval_iters:
-                        starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
-                        x, y = to_device(*get_windows(data, starts, block_size))
-                        with ctx:
-                            _, loss = model(x, y)
-                        total += torch.stack((loss.float(), torch.ones((), device=device)))
-                    if stop_agreed():
-                        return None
-                    progress.update()
-                if ddp:
-                    dist.all_reduce(total)
-                out[split] = (total[0] / total[1]).item()
+            with stopper.interruptible(not ddp):  # under DDP, checked after every batch instead
+                for split, data in splits.items():
+                    total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
+                    for k in range(rank, rounds * world_size, world_size):
+                        if k < eval_iters:
+                            starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
+                            x, y = to_device(*get_windows(data, starts, block_size))
+                            with ctx:
+                                _, loss = model(x, y)
+                            total += torch.stack((loss.float(), torch.ones((), device=device)))
+                        if stop_agreed():
+                            raise Interrupted
+                        progress.update()
+                    if ddp:
+                        dist.all_reduce(total)
+                    out[split] = (total[0] / total[1]).item()
             return out
+        except Interrupted:
+            return None
         finally:
             progress.close()
             model.train()
@@ -806,29 +831,34 @@ def train(config, ddp, given, stopper):
         One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
         over micro-batches and processes), whether a stop was requested, and the seconds the micro-batches
         took (the mean over processes: the same number everywhere), and the gradient's global norm before
-        clipping (a tensor, on clipping or logging iterations; else None). With watch, a stop between micro-batches
-        drops the iteration (loss None): its gradients are discarded and the data sampler and random state
-        go back to where it began, so what is saved is the state after the last complete iteration.
+        clipping (a tensor, on clipping or logging iterations; else None). A stop before the optimizer step
+        (at once alone; under DDP between micro-batches, with watch) drops the iteration (loss None): its
+        gradients are discarded and the data sampler and random state go back to where it began, so what
+        is saved is the state after the last complete iteration.
         """
         for group, scale in zip(optimizer.param_groups, lr_scales):
             group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
         t = time.time()
-        before = (sampler.get_state(), rng_state(device_type)) if watch else None
-        xs, ys = get_batch()
-        loss_sum = torch.zeros((), device=device)
-        for micro_step in range(accum):
-            if micro_step and watch and stop_agreed():
-                sampler.set_state(before[0])
-                set_rng_state(before[1], device_type)
-                optimizer.zero_grad(set_to_none=True)
-                return None, True, time.time() - t, None
-            # DDP averages gradients across processes; only on the last micro-batch is that needed
-            sync = not ddp or micro_step == accum - 1
-            with (nullcontext() if sync else train_model.no_sync()):
-                with ctx:
-                    _, loss = train_model(xs[micro_step], ys[micro_step])
-                loss_sum += loss.detach()
-                scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
+        before = (sampler.get_state(), rng_state(device_type)) if watch or not ddp else None
+        try:
+            with stopper.interruptible(not ddp):
+                xs, ys = get_batch()
+                loss_sum = torch.zeros((), device=device)
+                for micro_step in range(accum):
+                    if micro_step and watch and stop_agreed():
+                        raise Interrupted
+                    # DDP averages gradients across processes; only on the last micro-batch is that needed
+                    sync = not ddp or micro_step == accum - 1
+                    with (nullcontext() if sync else train_model.no_sync()):
+                        with ctx:
+                            _, loss = train_model(xs[micro_step], ys[micro_step])
+                        loss_sum += loss.detach()
+                        scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
+        except Interrupted:
+            sampler.set_state(before[0])
+            set_rng_state(before[1], device_type)
+            optimizer.zero_grad(set_to_none=True)
+            return None, True, time.time() - t, None
         # one collective for the logged loss, the stop flag and the time taken
         stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t], device=device)
         stats[0] = loss_sum / accum
@@ -910,11 +940,12 @@ def train(config, ddp, given, stopper):
             # once, from the first iterations (the first warms up: left out where there are more)
             estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
             guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
-            seconds, line = time_left(iter_num, max_iters, eval_interval, step, guess)
-            if seconds >= 60:  # a shorter run is over before anyone wonders
+            left, line = time_left(iter_num, max_iters, eval_interval, step, guess)
+            if left >= 60:  # a shorter run is over before anyone wonders
                 say(f"estimate: {line} on {device}")
 
     bar.close()
+    stopper.armed = None  # all is saved
     if master and log_file is not None:
         log_file.close()
         if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):

@@ -200,7 +200,7 @@ def test_run_speaks_only_on_rank_0_under_torchrun(capsys, monkeypatch):
 
 def test_float16_on_a_cpu_is_refused():
     """float16 autocast on a CPU crawls: every script that resolves a device refuses it with one line."""
-    with pytest.raises(ConfigError, match="float16 on a CPU .*bfloat16"):
+    with pytest.raises(ConfigError, match="float16 on a CPU .*--dtype=float32"):
         resolve_device("cpu", "float16")
     assert resolve_device("cpu", "bfloat16") == ("cpu", "cpu", "bfloat16")
 
