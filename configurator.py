@@ -276,3 +276,6 @@ def run(main):
         if speak:
             print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # stdout piped into a reader that stopped (| head): done, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush has nowhere to fail
+        sys.exit(0)

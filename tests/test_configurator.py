@@ -374,3 +374,13 @@ def test_this_machines_bf16_answer_matches_its_cpu_flags():
         pytest.skip("no /proc/cpuinfo here")
     import configurator
     assert configurator.cpu_has_native_bf16() == bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))
+
+
+def test_help_piped_into_head_ends_quietly():
+    """`python lens.py --help | head -1`: the reader stops early; the script exits 0 with no traceback."""
+    p = subprocess.Popen([sys.executable, "lens.py", "--help"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.stdout.close()  # as head does after its line
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
