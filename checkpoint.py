@@ -5,6 +5,7 @@ A checkpoint is a dict of tensors and plain Python values (see train.py for its 
 torch.load(..., weights_only=True) can read it: a file someone hands you cannot run code.
 """
 
+import json
 import os
 import warnings
 
@@ -83,4 +84,123 @@ def model_from_checkpoint(ckpt, **overrides):
     """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
     model = GPT(GPTConfig.from_dict({**current_model_args(ckpt), **overrides}))
     model.load_state_dict(current_keys(ckpt["model"]))
+    return model
+
+
+# A Hugging Face folder export.py wrote for a rope + RMSNorm model (transformers' Arcee), read back
+# from config.json and model.safetensors alone: no transformers needed, nothing unpickled.
+ARCEE_NAMES = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "attn.c_proj": "self_attn.o_proj",
+               "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}  # per block; c_attn is q, k, v stacked
+ARCEE_ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu"}
+
+
+def folder_config(folder):
+    """A Hugging Face folder's config.json as a dict; {} if it has none."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return config
+
+
+def model_from_pretrained(name_or_path, dropout=0.0):
+    """
+    The GPT that --init_from names: GPT-2 from the hub or a GPT-2 folder (GPT.from_pretrained, through
+    transformers), or an Arcee folder as export.py writes it (read here). Other folders: a ValueError.
+    """
+    kind = folder_config(name_or_path).get("model_type") if os.path.isdir(name_or_path) else "gpt2"
+    if kind == "arcee":
+        return model_from_arcee(name_or_path, dropout)
+    if kind not in ("gpt2", None):  # None: no config.json, GPT.from_pretrained says what is missing
+        raise ValueError(f"{name_or_path} holds a {kind!r} model: glassgpt reads back GPT-2 and Arcee folders "
+                         "(what export.py writes)")
+    return GPT.from_pretrained(name_or_path, dropout=dropout)
+
+
+def arcee_gpt_config(c, dropout=0.0):
+    """The GPTConfig computing exactly what an Arcee config.json (a dict) does; else a ValueError naming the key."""
+    sizes = ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size", "max_position_embeddings")
+    if not all(isinstance(c.get(k), int) and c[k] > 0 for k in sizes):
+        raise ValueError(f"config.json needs positive integers {', '.join(sizes)}")
+    n_embd, n_head = c["hidden_size"], c["num_attention_heads"]
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}  # transformers 5's name, and 4.x's
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    theta = rope.get("rope_theta", c.get("rope_theta", 10000.0))
+    partial = rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))
+    bias = c.get("attention_bias", False)
+    checks = [  # (key, its value, whether glassgpt computes it exactly, what glassgpt computes)
+        ("hidden_act", c.get("hidden_act"), c.get("hidden_act") in ARCEE_ACTIVATIONS, " or ".join(ARCEE_ACTIVATIONS)),
+        ("intermediate_size", c.get("intermediate_size"), c.get("intermediate_size") == 4 * n_embd, "4 x hidden_size"),
+        ("num_key_value_heads", c.get("num_key_value_heads"), c.get("num_key_value_heads", n_head) == n_head,
+         "one key and value per head (num_key_value_heads = num_attention_heads)"),
+        ("head_dim", c.get("head_dim"), c.get("head_dim") in (None, n_embd // n_head) and n_embd % n_head == 0,
+         "hidden_size / num_attention_heads"),
+        ("mlp_bias", c.get("mlp_bias", False), c.get("mlp_bias", False) == bias, "one bias switch (attention_bias)"),
+        ("rms_norm_eps", c.get("rms_norm_eps"), c.get("rms_norm_eps") == 1e-5, "1e-05"),
+        ("rope_type", rope_type, rope_type == "default", "default rotary positions, unscaled"),
+        ("rope_theta", theta, theta == 10000.0, "10000.0"),
+        ("partial_rotary_factor", partial, partial == 1.0, "1.0 (every dimension rotated)"),
+    ]
+    for key, value, exact, ours in checks:
+        if not exact:
+            raise ValueError(f"{key}={value!r}, but glassgpt computes only {ours}")
+    return GPTConfig(block_size=c["max_position_embeddings"], vocab_size=c["vocab_size"],
+                     n_layer=c["num_hidden_layers"], n_head=n_head, n_embd=n_embd, dropout=dropout,
+                     bias=bool(bias), norm="rmsnorm", position="rope", tie_weights=c.get("tie_word_embeddings", True),
+                     activation=ARCEE_ACTIVATIONS[c["hidden_act"]])
+
+
+def read_safetensors(folder):
+    """Every tensor in a folder's model.safetensors (or the shards its index names), in float32."""
+    try:
+        from safetensors.torch import load_file
+    except ImportError:
+        raise ImportError("reading an Arcee folder needs the safetensors package: pip install safetensors") from None
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for name in files:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"no {path} (glassgpt reads an Arcee folder's weights from safetensors)")
+        try:
+            weights.update(load_file(path))
+        except Exception as e:  # safetensors' own error for a truncated or foreign file
+            raise ValueError(f"cannot read {path}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    return {k: v.float() for k, v in weights.items()}
+
+
+def model_from_arcee(folder, dropout=0.0):
+    """The GPT an Arcee folder holds: q, k and v stacked into c_attn, every other weight renamed."""
+    config = arcee_gpt_config(folder_config(folder), dropout)
+    w = read_safetensors(folder)
+    take = lambda name: w.pop(name, None)  # noqa: E731  (what is left over at the end has no place here)
+    sd = {"transformer.wte.weight": take("model.embed_tokens.weight"),
+          "transformer.ln_f.weight": take("model.norm.weight"), "lm_head.weight": take("lm_head.weight")}
+    for i in range(config.n_layer):
+        ours, theirs = f"transformer.h.{i}.", f"model.layers.{i}."
+        for kind in ("weight", "bias") if config.bias else ("weight",):
+            parts = [take(f"{theirs}self_attn.{p}_proj.{kind}") for p in "qkv"]
+            sd[f"{ours}attn.c_attn.{kind}"] = None if None in parts else torch.cat(parts)
+            for a, b in ARCEE_NAMES.items():
+                if not (kind == "bias" and a.startswith("ln_")):  # RMSNorm has no bias
+                    sd[f"{ours}{a}.{kind}"] = take(f"{theirs}{b}.{kind}")
+    if config.tie_weights:
+        sd["lm_head.weight"] = sd["transformer.wte.weight"]  # one matrix, as transformers ties it
+    missing = [k for k, v in sd.items() if v is None]
+    if missing or w:
+        raise ValueError(f"{folder}: weights do not match its config.json (missing {missing[:3]}, "
+                         f"unexpected {sorted(w)[:3]})")
+    model = GPT(config)
+    try:
+        model.load_state_dict(sd)
+    except RuntimeError as e:  # a shape that disagrees with config.json; torch's text runs to many lines
+        raise ValueError(f"{folder}: {str(e).splitlines()[-1].strip()[:200]}") from None
     return model

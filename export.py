@@ -22,7 +22,7 @@ import shutil
 
 import torch
 
-from checkpoint import is_nanogpt
+from checkpoint import ARCEE_NAMES, is_nanogpt
 from configurator import ConfigError, config_keys, configure, run
 from sample import load_run
 from sizing import param_counts
@@ -79,15 +79,13 @@ def arcee_state_dict(model):
     out = {"model.embed_tokens.weight": sd["transformer.wte.weight"], "model.norm.weight": sd["transformer.ln_f.weight"]}
     if not model.config.tie_weights:
         out["lm_head.weight"] = sd["lm_head.weight"]
-    names = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "attn.c_proj": "self_attn.o_proj",
-             "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}
     for i in range(model.config.n_layer):
         ours, theirs = f"transformer.h.{i}.", f"model.layers.{i}."
         for kind in ("weight", "bias"):
             if ours + "attn.c_attn." + kind in sd:
                 for name, part in zip(("q_proj", "k_proj", "v_proj"), sd[ours + "attn.c_attn." + kind].split(C)):
                     out[f"{theirs}self_attn.{name}.{kind}"] = part.clone()
-            for a, b in names.items():
+            for a, b in ARCEE_NAMES.items():
                 if f"{ours}{a}.{kind}" in sd:
                     out[f"{theirs}{b}.{kind}"] = sd[f"{ours}{a}.{kind}"]
     return out

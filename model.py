@@ -456,6 +456,11 @@ class GPT(nn.Module):
             raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers")
         cached = name_or_path in PRETRAINED and hub_cached(name_or_path)  # before transformers' slow import
         from transformers import GPT2LMHeadModel
+        if os.path.isdir(name_or_path):  # another architecture would load as GPT-2 with its weights left random
+            kind = GPT2LMHeadModel.config_class.get_config_dict(name_or_path)[0].get("model_type")
+            if kind != "gpt2":
+                raise ValueError(f"{name_or_path} holds a {kind!r} model, not GPT-2 (checkpoint.model_from_pretrained "
+                                 "reads Arcee folders too)")
         hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
         c = hf.config
         # GPT-2's tanh GELU under its two Hugging Face names, or the exact one (a nanoGPT model exported)

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from checkpoint import load_checkpoint, model_from_checkpoint
+from checkpoint import load_checkpoint, model_from_checkpoint, model_from_pretrained
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
-from model import GPT, PRETRAINED
+from model import PRETRAINED
 from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
 
 # -----------------------------------------------------------------------------
@@ -72,15 +72,16 @@ def load_model(cfg):
         return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
                              f"{float(checkpoint.get('best_val_loss', 'nan')):.4f}), tokenizer from {meta_from}")
     try:
-        model = GPT.from_pretrained(name)
-    except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 folder
+        model = model_from_pretrained(name)
+    except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder
         raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
     except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
         raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
     found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
     meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
-    return model, meta, f"loaded GPT-2 weights {name}, tokenizer from {meta_from}"
+    arch = "GPT-2" if model.config.position != "rope" else "Arcee"  # the two architectures read back
+    return model, meta, f"loaded {arch} weights {name}, tokenizer from {meta_from}"
 
 
 def load_run(folder, ckpt="", meta=""):

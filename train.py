@@ -51,7 +51,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint, save_checkpoint
+from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint, model_from_pretrained,
+                        save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
 from model import GPT, OPTIMIZERS, PRETRAINED, GPTConfig
@@ -337,6 +338,17 @@ def check_model_keys(config, given, model_args, source, free=()):
                if k in given and k not in free and k in model_args and config[k] != model_args[k]]
     if clashes:
         raise ConfigError("; ".join(clashes) + " (leave the key out to use the model's value)")
+
+
+def check_same_tokenizer(folder, data_dir, meta, key):
+    """The dataset's tokenizer must be the one the model in folder was trained with, if folder has its
+    meta.json: the same ids must mean the same characters or tokens."""
+    if os.path.isfile(os.path.join(folder, "meta.json")):
+        was = read_meta(folder)
+        if any(was.get(k) != meta.get(k) for k in ("tokenizer", "vocab_size", "itos")):
+            raise ConfigError(f"{key}: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
+                              f"is not the tokenizer this model was trained with ({folder}/meta.json: "
+                              f"{was['tokenizer']}, vocab {was['vocab_size']})")
 
 
 def adopt_checkpoint_model(config, given):
@@ -633,13 +645,7 @@ def train(config, ddp, given, stopper):
             missing = [k for k in ("optimizer", "iter_num", "best_val_loss") + exact if k not in ckpt]
             if missing:
                 raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
-            trained_meta = os.path.join(out_dir, "meta.json")
-            if os.path.isfile(trained_meta):  # the same ids must mean the same characters or tokens
-                was = read_meta(out_dir)
-                if any(was.get(k) != meta.get(k) for k in ("tokenizer", "vocab_size", "itos")):
-                    raise ConfigError(f"resume: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
-                                      f"is not the tokenizer this model was trained with ({out_dir}/meta.json: "
-                                      f"{was['tokenizer']}, vocab {was['vocab_size']})")
+            check_same_tokenizer(out_dir, data_dir, meta, "resume")
             raw_model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
             trained_with = (ckpt.get("config") or {}).get("optimizer", "adamw")  # nanoGPT's: AdamW, no key
             if trained_with != config["optimizer"]:  # each keeps its own state: one cannot continue the other
@@ -647,7 +653,8 @@ def train(config, ddp, given, stopper):
                                   f"resume with --optimizer={trained_with}")
             iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
         else:
-            raw_model = GPT.from_pretrained(init_from, dropout=dropout)
+            raw_model = model_from_pretrained(init_from, dropout=dropout)
+            check_same_tokenizer(init_from, data_dir, meta, "init_from")  # a folder export.py wrote has meta.json
             if block_size > raw_model.config.block_size:
                 raise ConfigError(f"block_size={block_size} is longer than {init_from}'s {raw_model.config.block_size}")
             raw_model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows

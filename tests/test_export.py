@@ -6,11 +6,14 @@ back into glassgpt (--init_from=<folder>) with the same logits.
 """
 
 import dataclasses
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,8 +22,10 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 import export  # noqa: E402
 import sample  # noqa: E402
+import checkpoint  # noqa: E402
 import tokenizer  # noqa: E402
-from checkpoint import save_checkpoint  # noqa: E402
+import train  # noqa: E402
+from checkpoint import model_from_pretrained, save_checkpoint  # noqa: E402
 from configurator import ConfigError  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -161,30 +166,95 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
 
 
-@pytest.mark.parametrize("switches", [dict(bias=False), dict(activation="gelu", tie_weights=False)])
+ROPE = dict(position="rope", norm="rmsnorm")  # config/tiny.py's switches: the folder is Arcee's
+
+
+@pytest.mark.parametrize("switches", [dict(bias=False), dict(activation="gelu", tie_weights=False),
+                                      dict(bias=False, **ROPE), dict(activation="gelu", tie_weights=False, **ROPE)])
 def test_round_trip_back_into_glassgpt(tmp_path, capsys, switches):
+    """A folder, GPT-2's or Arcee's, comes back through the loader train.py, sample.py and lens.py share:
+    the same logits, the same greedy text from sample.py (its char vocabulary from the folder's meta.json)."""
     meta = tokenizer.char_meta(CHARS)
     model = write_run(tmp_path / "run", meta, **switches)
     export.main([f"--out_dir={tmp_path / 'run'}"])
-    back = GPT.from_pretrained(str(tmp_path / "run" / "hf")).eval()
+    back = model_from_pretrained(str(tmp_path / "run" / "hf")).eval()
     ids = tokenizer.load_tokenizer(meta)[0](TEXT)
     assert (our_logits(back, ids) - our_logits(model, ids)).abs().max().item() < 1e-5
-    assert back.config.activation == model.config.activation and back.config.tie_weights == model.config.tie_weights
+    same = ("activation", "tie_weights", "position", "norm") + (("bias",) if "position" in switches else ())
+    assert all(getattr(back.config, k) == getattr(model.config, k) for k in same)  # GPT-2's absent bias is zeros
     capsys.readouterr()
     sample.main([f"--init_from={tmp_path / 'run' / 'hf'}", "--start=ROMEO:", "--num_samples=1",
-                 "--max_new_tokens=8", "--temperature=0", "--device=cpu"])
+                 "--max_new_tokens=20", "--temperature=0", "--device=cpu"])
     out, err = capsys.readouterr()
-    expect = model.generate(torch.tensor([[CHARS.index(c) for c in "ROMEO:"]]), 8, temperature=0)[0].tolist()
+    expect = model.generate(torch.tensor([[CHARS.index(c) for c in "ROMEO:"]]), 20, temperature=0)[0].tolist()
     assert out == "".join(CHARS[i] for i in expect) + "\n---------------\n"
     assert "meta.json" in err  # the char vocabulary came with the folder
 
 
-def test_train_from_an_exported_folder(tmp_path):
+def test_arcee_folder_reads_without_transformers(tmp_path, monkeypatch):
+    """config.json and model.safetensors are all an Arcee folder needs: transformers is never imported."""
     meta = tokenizer.char_meta(CHARS)
-    write_run(tmp_path / "run", meta, bias=False)
+    model = write_run(tmp_path / "run", meta, bias=False, **ROPE)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    monkeypatch.setitem(sys.modules, "transformers", None)  # any import of it now raises ImportError
+    back = model_from_pretrained(str(tmp_path / "run" / "hf")).eval()
+    ids = tokenizer.load_tokenizer(meta)[0](TEXT)
+    assert torch.equal(our_logits(back, ids), our_logits(model, ids))
+
+
+@pytest.mark.parametrize("key, value, word", [
+    ("rope_parameters", {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}, "rope_type='yarn'"),
+    ("rope_parameters", {"rope_type": "default", "rope_theta": 500000.0}, "rope_theta=500000.0"),
+    ("head_dim", 8, "head_dim=8"),
+    ("num_key_value_heads", 1, "num_key_value_heads=1"),
+    ("mlp_bias", True, "mlp_bias=True"),
+    ("hidden_act", "relu2", "hidden_act='relu2'"),
+    ("intermediate_size", 96, "intermediate_size=96"),
+    ("rms_norm_eps", 1e-6, "rms_norm_eps=1e-06"),
+])
+def test_arcee_settings_glassgpt_cannot_compute_are_refused(tmp_path, key, value, word):
+    """An Arcee setting glassgpt has no switch for is refused by name, from config.json alone (the folder
+    holds no weights, so a reader that went on would fail otherwise): loading it would give other logits."""
+    config = GPTConfig(block_size=48, n_layer=2, n_head=2, n_embd=32, vocab_size=65, bias=False, **ROPE)
+    arcee = export.arcee_config(config, tokenizer.char_meta(CHARS)).to_dict()
+    assert checkpoint.arcee_gpt_config(arcee) == config  # as export.py writes it: exactly our model
+    (tmp_path / "config.json").write_text(json.dumps({**arcee, key: value}))
+    with pytest.raises(ValueError, match=re.escape(word)):
+        model_from_pretrained(str(tmp_path))
+
+
+def test_arcee_refusal_is_one_line_from_sample_py(tmp_path):
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False, **ROPE)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    config = json.loads((tmp_path / "run" / "hf" / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}
+    (tmp_path / "run" / "hf" / "config.json").write_text(json.dumps(config))
+    result = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--init_from={tmp_path / 'run' / 'hf'}",
+                             "--device=cpu", "--max_new_tokens=4"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "rope_type='yarn'" in result.stderr, result.stderr
+
+
+def test_other_architectures_are_refused_not_loaded_as_gpt2(tmp_path):
+    """A Llama folder (a gated MLP glassgpt has no switch for) is one clear error: GPT-2's loader would
+    otherwise read it as GPT-2, its weights left random."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    LlamaForCausalLM(LlamaConfig(vocab_size=65, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                 num_attention_heads=2)).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ValueError, match="'llama' model"):
+        model_from_pretrained(str(tmp_path / "llama"))
+    with pytest.raises(ValueError, match="not GPT-2"):
+        GPT.from_pretrained(str(tmp_path / "llama"))
+
+
+@pytest.mark.parametrize("switches", [dict(bias=False), dict(bias=False, **ROPE)])
+def test_train_from_an_exported_folder(tmp_path, switches):
+    """train.py --init_from=<folder> starts from the exported weights: its iteration-0 eval is the model's own loss."""
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, **switches)
     export.main([f"--out_dir={tmp_path / 'run'}"])
     data = tmp_path / "data"
-    tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [i % 7 for i in range(500)], meta)
+    tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
     result = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"--init_from={tmp_path / 'run' / 'hf'}", f"--data_dir={data}",
          f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1",
@@ -193,3 +263,25 @@ def test_train_from_an_exported_folder(tmp_path):
         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "tuned" / "ckpt.pt").is_file()
+    first = next(json.loads(line) for line in (tmp_path / "tuned" / "log.jsonl").open() if '"val_loss"' in line)
+    val = np.fromfile(data / "val.bin", dtype=np.uint16)
+    x, y = train.get_windows(val, train.eval_starts(len(val), 32, 2 * 4), 32)
+    with torch.no_grad():  # train.py's eval: the mean of eval_iters batch losses, here two batches of 4
+        expect = sum(model(x[k:k + 4], y[k:k + 4])[1].item() for k in (0, 4)) / 2
+    assert first["iter"] == 0 and abs(first["val_loss"] - expect) < 1e-5
+
+
+def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
+    """The folder's meta.json is the model's char vocabulary: a dataset whose ids mean other characters is refused."""
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False, **ROPE)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    other = tokenizer.char_meta(CHARS.replace("3", "4"))  # as many characters, one of them another
+    tokenizer.write_dataset(tmp_path / "data", [i % 65 for i in range(3000)], [i % 7 for i in range(500)], other)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"--init_from={tmp_path / 'run' / 'hf'}",
+         f"--data_dir={tmp_path / 'data'}", f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--max_iters=2",
+         "--device=cpu", "--compile=false"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "not the tokenizer this model was trained with" in result.stderr
+    assert not (tmp_path / "tuned").exists()
