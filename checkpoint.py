@@ -149,8 +149,8 @@ def arcee_gpt_config(c, dropout=0.0):
             raise ValueError(f"{key}={value!r}, but glassgpt computes only {ours}")
     return GPTConfig(block_size=c["max_position_embeddings"], vocab_size=c["vocab_size"],
                      n_layer=c["num_hidden_layers"], n_head=n_head, n_embd=n_embd, dropout=dropout,
-                     bias=bool(bias), norm="rmsnorm", position="rope", tie_weights=c.get("tie_word_embeddings", True),
-                     activation=ARCEE_ACTIVATIONS[c["hidden_act"]])
+                     bias=bool(bias), norm="rmsnorm", position="rope", activation=ARCEE_ACTIVATIONS[c["hidden_act"]],
+                     tie_weights=bool(c.get("tie_word_embeddings", False)))  # Arcee's default: untied
 
 
 def read_safetensors(folder):
@@ -162,7 +162,10 @@ def read_safetensors(folder):
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
         with open(index, encoding="utf-8") as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
+            weight_map = json.load(f)
+        if not isinstance(weight_map, dict) or not isinstance(weight_map.get("weight_map"), dict):
+            raise ValueError(f"{index} has no weight_map")
+        files = sorted(set(map(str, weight_map["weight_map"].values())))
     else:
         files = ["model.safetensors"]
     weights = {}

@@ -205,6 +205,21 @@ def test_arcee_folder_reads_without_transformers(tmp_path, monkeypatch):
     assert torch.equal(our_logits(back, ids), our_logits(model, ids))
 
 
+def test_sharded_arcee_folder_reads_back(tmp_path):
+    """A large model's folder splits its weights into shards named by model.safetensors.index.json."""
+    from transformers import AutoModelForCausalLM
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, bias=True, **ROPE)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "hf").save_pretrained(tmp_path / "sharded",
+                                                                                  max_shard_size="20KB")
+    assert (tmp_path / "sharded" / "model.safetensors.index.json").is_file()
+    assert not (tmp_path / "sharded" / "model.safetensors").exists()
+    back = model_from_pretrained(str(tmp_path / "sharded")).eval()
+    ids = tokenizer.load_tokenizer(meta)[0](TEXT)
+    assert torch.equal(our_logits(back, ids), our_logits(model, ids))
+
+
 @pytest.mark.parametrize("key, value, word", [
     ("rope_parameters", {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}, "rope_type='yarn'"),
     ("rope_parameters", {"rope_type": "default", "rope_theta": 500000.0}, "rope_theta=500000.0"),
