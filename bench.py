@@ -670,7 +670,7 @@ def bench_race(cfg):
             tokens = gg["batch_size"] * gg["block_size"] * gg["gradient_accumulation_steps"]
             runs["glassgpt"].append(run_racer("glassgpt", cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
     tokens_per_iter = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": tokens}
-    step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=gg["vocab_size"], bias=False)
+    step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=dataset_vocab("", gg["data_dir"])[0] or 65, bias=False)
     return race_report(runs, thresholds, tokens_per_iter, cfg, statistics.median(peaks), flops_per_token(step, 64))
 
 
