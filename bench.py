@@ -663,7 +663,7 @@ def bench_race(cfg):
                 same_out = os.path.join(tmp, f"same{r}")
                 cmd = [sys.executable, os.path.join(_REPO, "train.py"), *same_recipe_args(gg["data_dir"], n, k),
                        f"--out_dir={same_out}"]
-                runs[SAME].append(run_racer("glassgpt", cmd, _REPO, env, same_out, glassgpt_step_times(12 * 64)))
+                runs[SAME].append(run_racer("same", cmd, _REPO, env, same_out, glassgpt_step_times(12 * 64)))
             gg_out = os.path.join(tmp, f"glassgpt{r}")
             cmd = [sys.executable, os.path.join(_REPO, "train.py"), *gg_args, f"--eval_interval={cfg['eval_interval']}",
                    "--log_interval=1", f"--out_dir={gg_out}"]
