@@ -1,4 +1,4 @@
-# The main job: a small character-level GPT on tiny Shakespeare, about 3 minutes on a 2-core CPU.
+# The main job: a small character-level GPT on tiny Shakespeare, a few minutes on a 2-core CPU.
 #   python train.py config/tiny.py && python sample.py --out_dir=out-tiny
 # data/shakespeare_char/prepare.py runs by itself the first time.
 # Found by experiment (docs/cpu.md), and raced against nanoGPT's CPU recipe (4x128, learned positions,
