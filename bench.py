@@ -102,14 +102,15 @@ DEFAULTS = {
         nanogpt_eval_interval=50,  # nanoGPT evaluates this often in the race
         eval_interval=25,  # glassgpt evaluates this often in the race
         thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
-    ),
+        same_recipe=True,  # also run glassgpt on nanoGPT's README command: the same model and step, timed
+        **PEAK),
 }
 QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
     "peak": dict(peak_sizes="256,512"),
     "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
     "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
     "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
-    "race": dict(nanogpt_iters=100),
+    "race": dict(nanogpt_iters=100, peak_sizes="256,512"),
 }
 REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3), "race": (1, 1)}  # (normal, quick)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -526,6 +527,16 @@ NANOGPT_HOWTO = ("git clone https://github.com/karpathy/nanoGPT && python nanoGP
 NANOGPT_RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                   "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
                   "--n_embd=128", "--dropout=0.0"]
+SAME = "glassgpt, same recipe"  # glassgpt's train.py given nanoGPT's README command line
+
+
+def same_recipe_args(data_dir, iters, eval_interval):
+    """nanoGPT's README CPU command for glassgpt's train.py: its config/train_shakespeare_char.py mirrors
+    nanoGPT's, and bias=False is nanoGPT's default (glassgpt's is GPT-2's True): the same model and step."""
+    return [*NANOGPT_RECIPE, f"--max_iters={iters}", f"--lr_decay_iters={iters}", f"--eval_interval={eval_interval}",
+            "--bias=False", f"--data_dir={data_dir}", "--log_interval=1"]
+
+
 EVAL_LINE = re.compile(r"^step (\d+): train loss ([\d.naif]+), val loss ([\d.naif]+)")  # both print this
 NANOGPT_ITER = re.compile(r"^iter (\d+): loss [\d.naif-]+, time ([\d.]+)ms")
 
@@ -637,25 +648,33 @@ def bench_race(cfg):
     if cfg["threads"] > 0:
         env["OMP_NUM_THREADS"] = str(cfg["threads"])
     n, k = cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"]
-    runs = {"nanoGPT": [], "glassgpt": []}
+    runs = {"nanoGPT": [], SAME: [], "glassgpt": []} if cfg["same_recipe"] else {"nanoGPT": [], "glassgpt": []}
+    peaks = []
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
         for r in range(cfg["repeats"]):
+            peaks.append(measure_peak(dict(cfg, dtype="float32", repeats=5, warmup=1))["peak_gflops"])
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
                   f"then glassgpt {cfg['glassgpt_config']} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
             cmd = [sys.executable, "train.py", *NANOGPT_RECIPE, f"--max_iters={n}", f"--lr_decay_iters={n}",
                    f"--eval_interval={k}", f"--out_dir={ng_out}"]
             runs["nanoGPT"].append(run_racer("nanoGPT", cmd, ng, env, ng_out, None))
+            if cfg["same_recipe"]:  # nanoGPT's own command line, given to glassgpt's train.py
+                same_out = os.path.join(tmp, f"same{r}")
+                cmd = [sys.executable, os.path.join(_REPO, "train.py"), *same_recipe_args(gg["data_dir"], n, k),
+                       f"--out_dir={same_out}"]
+                runs[SAME].append(run_racer("same", cmd, _REPO, env, same_out, glassgpt_step_times(12 * 64)))
             gg_out = os.path.join(tmp, f"glassgpt{r}")
             cmd = [sys.executable, os.path.join(_REPO, "train.py"), *gg_args, f"--eval_interval={cfg['eval_interval']}",
                    "--log_interval=1", f"--out_dir={gg_out}"]
             tokens = gg["batch_size"] * gg["block_size"] * gg["gradient_accumulation_steps"]
             runs["glassgpt"].append(run_racer("glassgpt", cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
-    tokens_per_iter = {"nanoGPT": 12 * 64, "glassgpt": tokens}
-    return race_report(runs, thresholds, tokens_per_iter, cfg)
+    tokens_per_iter = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": tokens}
+    step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=dataset_vocab("", gg["data_dir"])[0] or 65, bias=False)
+    return race_report(runs, thresholds, tokens_per_iter, cfg, statistics.median(peaks), flops_per_token(step, 64))
 
 
-def race_report(runs, thresholds, tokens_per_iter, cfg):
+def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_per_token):
     """Medians over the repeats of each side's figures, the targets' ratios, and the table's lines."""
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None
     sides = {}
@@ -668,7 +687,7 @@ def race_report(runs, thresholds, tokens_per_iter, cfg):
             "tokens_per_s": med([r["iters"] * tokens_per_iter[name] / r["train_s"] for r in rs if r["train_s"]]),
             "thresholds": {t: {w: med([h[t] and h[t][w] for h in hits]) for w in ("train_s", "wall_s")}
                            for t in hits[0]}}
-    ng, gg = sides["nanoGPT"], sides["glassgpt"]
+    ng, gg, same = sides["nanoGPT"], sides["glassgpt"], sides.get(SAME)
     # glassgpt's val loss at the moment nanoGPT's run ended (its last eval within nanoGPT's training time)
     at_end = [max((e for e in r["evals"] if r["before"].get(e["iter"], 1e30) <= ng["train_s"]),
                   key=lambda e: e["iter"], default=None) for r in runs["glassgpt"]]
@@ -677,25 +696,33 @@ def race_report(runs, thresholds, tokens_per_iter, cfg):
     targets = {
         "time_to_first_threshold_over_nanogpt_run": ratio(gg["thresholds"][first]["train_s"], ng["train_s"]),
         "glassgpt_val_at_nanogpt_end": med([e and e["val_loss"] for e in at_end]),
-        "tokens_per_s_ratio": ratio(gg["tokens_per_s"], ng["tokens_per_s"])}
+        "peak_gflops": peak_gflops}
+    if same:  # the same model, batch and step: the step-speed ratio and its share of the matmul peak
+        targets["same_step_tokens_per_s_ratio"] = ratio(same["tokens_per_s"], ng["tokens_per_s"])
+        targets["same_step_mfu"] = ratio(same["tokens_per_s"] * step_flops_per_token / 1e9, peak_gflops)
+        targets["nanogpt_mfu"] = ratio(ng["tokens_per_s"] * step_flops_per_token / 1e9, peak_gflops)
     show = lambda x, f: "n/a" if x is None else format(x, f)
-    fmt_t = lambda d: "not reached" if d["train_s"] is None else f"{d['train_s']:6.1f} s ({d['wall_s']:.1f} s wall)"
+    fmt_t = lambda d: "not reached" if d["train_s"] is None else f"{d['train_s']:.1f} s ({d['wall_s']:.1f} s wall)"
+    names = list(sides)
+    heads = {"nanoGPT": "nanoGPT, README CPU recipe", SAME: "glassgpt, the same command",
+             "glassgpt": "glassgpt " + cfg["glassgpt_config"]}
+    row = lambda label, cells: f"{label:<22}" + "".join(f"{c:>31}" for c in cells)
     lines = [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
-             f"left out), wall = from launch, evals included",
-             f"{'':<22}{'nanoGPT (README CPU recipe)':>32}{'glassgpt ' + cfg['glassgpt_config']:>32}",
-             f"{'iterations x tokens':<22}{ng['iters']:>24} x {tokens_per_iter['nanoGPT']:<5}"
-             f"{gg['iters']:>24} x {tokens_per_iter['glassgpt']:<5}",
-             f"{'tokens/s (training)':<22}{show(ng['tokens_per_s'], ',.0f'):>32}{show(gg['tokens_per_s'], ',.0f'):>32}"]
-    for t in ng["thresholds"]:
-        lines.append(f"{'time to val <= ' + t:<22}{fmt_t(ng['thresholds'][t]):>32}{fmt_t(gg['thresholds'][t]):>32}")
-    lines += [f"{'whole run':<22}{fmt_t(ng):>32}{fmt_t(gg):>32}",
-              f"{'final val loss':<22}{ng['final_val']:>32.4f}{gg['final_val']:>32.4f}"]
+             f"left out), wall = from launch, evals included; fp32 matmul peak {peak_gflops:.1f} GFLOP/s",
+             row("", [heads[n] for n in names]),
+             row("iterations x tokens", [f"{sides[n]['iters']} x {tokens_per_iter[n]}" for n in names]),
+             row("tokens/s (training)", [show(sides[n]["tokens_per_s"], ",.0f") for n in names])]
+    lines += [row(f"time to val <= {t}", [fmt_t(sides[n]["thresholds"][t]) for n in names]) for t in ng["thresholds"]]
+    lines += [row("whole run", [fmt_t(sides[n]) for n in names]),
+              row("final val loss", [f"{sides[n]['final_val']:.4f}" for n in names])]
     lines += [f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
               f"{show(targets['time_to_first_threshold_over_nanogpt_run'], '.2f')} (issue 9's target: <= 0.33)",
               f"glassgpt's val loss when nanoGPT's run ends ({ng['train_s']:.1f} s of training): "
-              f"{show(targets['glassgpt_val_at_nanogpt_end'], '.4f')} (target: <= 1.60)",
-              f"training tokens/s, glassgpt / nanoGPT: {show(targets['tokens_per_s_ratio'], '.2f')}x "
-              f"(different models and batches: bench.py --mode=train compares the same step)"]
+              f"{show(targets['glassgpt_val_at_nanogpt_end'], '.4f')} (target: <= 1.60)"]
+    if same:
+        lines.append(f"the same step (nanoGPT's model and batch), glassgpt / nanoGPT tokens/s: "
+                     f"{show(targets['same_step_tokens_per_s_ratio'], '.2f')}x (target: >= 1.3); MFU "
+                     f"{show(targets['same_step_mfu'], '.1%')} vs {show(targets['nanogpt_mfu'], '.1%')} (target: >= 65%)")
     return {"sides": sides, "targets": targets, "thresholds": thresholds}, lines
 
 

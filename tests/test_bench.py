@@ -198,6 +198,16 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert r["targets"]["time_to_first_threshold_over_nanogpt_run"] == pytest.approx(t188 / ngr["train_s"])
     assert gg["tokens_per_s"] == pytest.approx(12 * 8 * 16 / gg["train_s"])
     assert ngr["tokens_per_s"] == pytest.approx(101 * 12 * 64 / ngr["train_s"])
+    # glassgpt's train.py ran nanoGPT's own command (the same model and batch): the same-step ratio and MFU
+    same = r["sides"][bench.SAME]
+    assert same["iters"] == 100 and same["runs"][0]["evals"][-1]["iter"] == 100
+    assert same["tokens_per_s"] == pytest.approx(100 * 12 * 64 / same["train_s"])
+    t = r["targets"]
+    assert t["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / ngr["tokens_per_s"])
+    step = bench.GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=8, bias=False)
+    assert t["same_step_mfu"] == pytest.approx(same["tokens_per_s"] * bench.flops_per_token(step, 64) / 1e9
+                                               / t["peak_gflops"])
+    assert "the same step (nanoGPT's model and batch)" in out and "glassgpt, the same command" in out
 
 
 def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
@@ -210,6 +220,8 @@ def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
                          "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
                          "--n_embd=128", "--dropout=0.0"]
     assert "--max_iters=20" in argv and "--lr_decay_iters=20" in argv and "--eval_interval=10" in argv
+    assert bench.same_recipe_args("D", 20, 10)[:11] == argv[:11]  # glassgpt's side of the same step: the same
+    assert {"--bias=False", "--data_dir=D"} <= set(bench.same_recipe_args("D", 20, 10))  # ... with nanoGPT's bias
     out_dir = next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):]
     assert not out_dir.startswith(str(ng))  # nothing is written into the user's checkout
     assert not os.path.exists(out_dir)  # a temporary folder, gone after the race
