@@ -208,6 +208,20 @@ def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     assert len(list((out / "previous").iterdir())) == 2
 
 
+def test_no_checkpoint_points_to_the_run_moved_aside(tmp_path, data_dir):
+    """The main job run again and stopped before its first checkpoint leaves out_dir with no ckpt.pt: the
+    trained run is in previous/, and sample.py and a resume say where rather than just "no checkpoint"."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    train.keep_previous_run(str(out))  # what a new run does first
+    kept = str(next((out / "previous").iterdir()))
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2,
+                          f"no checkpoint at {out}/ckpt.pt", f"moved aside to {kept}: pass --out_dir={kept}")
+    sampled = subprocess.run([sys.executable, "sample.py", f"--out_dir={out}"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+    assert_one_line_error(sampled, 2, f"--out_dir={kept}")
+
+
 def test_eval_only_writes_nothing(tmp_path, data_dir):
     """--eval_only=true evaluates the checkpoint: the log, the plot and the checkpoints stay as they were."""
     out = tmp_path / "out"
