@@ -35,7 +35,9 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     the tensors instead of reading them: a glance at model_args or iter_num costs nothing, whatever the size.
     """
     if not os.path.isfile(path):
-        raise ConfigError(f"no checkpoint at {path}")
+        earlier = earlier_runs(os.path.dirname(path))
+        raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
+                                                         f"pass --out_dir={earlier[-1]})" if earlier else ""))
     try:
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
@@ -46,6 +48,14 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt
+
+
+def earlier_runs(out_dir):
+    """The runs a new run moved aside into out_dir/previous/<when>-iter<N>/ (train.py), oldest first."""
+    previous = os.path.join(out_dir or ".", "previous")
+    names = sorted(os.listdir(previous)) if os.path.isdir(previous) else []
+    return [os.path.join(previous, n) for n in names
+            if any(os.path.isfile(os.path.join(previous, n, f)) for f in ("ckpt.pt", "best.pt"))]
 
 
 OLD_TOP_LEVEL = ("wte.", "wpe.", "h.", "ln_f.")  # glassgpt before the transformer container

@@ -11,6 +11,7 @@ import ast
 import difflib
 import io
 import os
+import signal
 import sys
 import tokenize
 import types
@@ -259,23 +260,35 @@ def keep_freed_memory():
     return set_malloc_thresholds(32 << 20, 256 << 20)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (timeout's, kill's), raised where Ctrl-C raises KeyboardInterrupt: the same clean stop."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def run(main):
     """
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
-    a Ctrl-C the script did not handle itself one line and 130, as the shell reports an interrupt.
+    a Ctrl-C or SIGTERM the script did not handle itself one line and 130 or 143, as the shell reports
+    them (a SIGTERM would otherwise end the process on the spot, mid-line and without a word).
     Under torchrun every process meets the same bad input: only rank 0 says so.
     """
     speak = os.environ.get("RANK", "0") == "0"
+    before = signal.signal(signal.SIGTERM, _terminate)
     try:
         main()
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if speak:
-            print("interrupted", file=sys.stderr)
-        sys.exit(130)
+            print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:  # stdout piped into a reader that stopped (| head): done, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush has nowhere to fail
         sys.exit(0)
+    finally:
+        signal.signal(signal.SIGTERM, before)

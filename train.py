@@ -7,7 +7,8 @@ many processes with DDP.
     python train.py config/tiny.py --init_from=resume    # continue exactly where ckpt.pt stopped
     python train.py config/train_shakespeare_char.py --init_from=resume --out_dir=../nanoGPT/out-shakespeare-char
                                                          # continue a nanoGPT run (not exactly: see README)
-    torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py
+    python train.py config/tiny.py --nproc=2 --gradient_accumulation_steps=2 --batch_size=16   # DDP, 2 processes
+    torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py       # or many machines: torchrun
 
 out_dir receives:
     ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
@@ -39,6 +40,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,6 +113,7 @@ device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "
 dtype = "auto"  # "auto": bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
+nproc = 1  # DDP processes to start on this machine (as torchrun --standalone --nproc_per_node); 1: this one alone
 seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 
@@ -134,7 +137,7 @@ def resolve(config):
     """Check the config's values and turn each "auto" into this machine's choice. Raises ConfigError."""
     c = dict(config)
     for key in ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
-                "log_interval"):
+                "log_interval", "nproc"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
     if c["max_iters"] < 0 or c["num_threads"] < 0:
@@ -147,7 +150,7 @@ def resolve(config):
     if c["eval_only"] and c["init_from"] == "scratch":
         raise ConfigError("eval_only evaluates a trained model: add --init_from=resume (out_dir's ckpt.pt) "
                           "or --init_from=gpt2")
-    world_size = int(os.environ.get("WORLD_SIZE", 1))  # set by torchrun: checked before the processes connect
+    world_size = int(os.environ.get("WORLD_SIZE", c["nproc"]))  # set by torchrun: checked before the processes connect
     if c["gradient_accumulation_steps"] % world_size:
         raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be divisible by "
                           f"the number of processes ({world_size})")
@@ -186,6 +189,8 @@ def ensure_data(data_dir, master, ddp):
         rc[0] = subprocess.run([sys.executable, prepare], cwd=data_dir).returncode
     if ddp:
         dist.broadcast_object_list(rc, src=0)
+    if rc[0] == 2:  # bad input, which prepare.py has said in its own one line (as every script here does)
+        raise SystemExit(2)
     if rc[0] != 0:
         raise ConfigError(f"{prepare} failed (exit code {rc[0]})")
 
@@ -411,7 +416,7 @@ def preflight(config, given):
         except ValueError as e:
             raise ConfigError(f"cannot build the model ({config['init_from']}): {e}") from None
         check_fits(model_config, config["batch_size"], torch.device(config["device"]).type,
-                   int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+                   int(os.environ.get("LOCAL_WORLD_SIZE", config["nproc"])))
     return config
 
 
@@ -581,11 +586,59 @@ class Progress:
         self.bar.close()
 
 
+def cpu_cores():
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def launch(nproc):
+    """
+    --nproc=N: DDP on this machine without torchrun. N processes of this same command, each given what
+    torchrun --standalone gives its processes (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
+    OMP_NUM_THREADS, its share of the cores. The config was checked here, once, so bad input is one line.
+    The processes run in their own session: a Ctrl-C, SIGTERM or hang-up reaches them from here, once
+    each. A process that fails ends the others after 10 s (they would wait for it in a collective).
+    Returns the exit code of the first process seen to fail (130 after a Ctrl-C that saved, 2 for bad
+    input), else 0.
+    """
+    with socket.socket() as s:  # a free port for the processes to meet on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(max(1, cpu_cores() // nproc))))
+    procs = []
+
+    def forward(signum, frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    for rank in range(nproc):
+        procs.append(subprocess.Popen([sys.executable] + sys.argv, start_new_session=True,
+                                      env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
+    first, since = None, None
+    while any(p.poll() is None for p in procs):
+        if first is None:
+            first, since = next((p for p in procs if p.returncode), None), time.time()
+        elif time.time() - since > 10:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.1)
+    first = first or next((p for p in procs if p.returncode), None)
+    code = first.returncode if first else 0
+    return 128 - code if code < 0 else code  # killed by a signal: 128 + its number, as a shell says
+
+
 def main():
-    ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun sets RANK, LOCAL_RANK, WORLD_SIZE
+    ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun (or --nproc) sets RANK, LOCAL_RANK, WORLD_SIZE
     stopper = Stopper(master=os.environ.get("RANK", "0") == "0")  # first: a stop during setup is honoured
     given = {}  # the keys set in config files or on the command line, and where
     config = preflight(resolve(configure(config_keys(globals()), given=given)), given)
+    if config["nproc"] > 1 and not ddp:  # checked once, here: now the processes, each running this command
+        sys.exit(launch(config["nproc"]))
     globals().update(config)  # as nanoGPT: from here on every config key is a plain name
     if ddp:
         dist.init_process_group(backend=backend)
@@ -621,8 +674,7 @@ def train(config, ddp, given, stopper):
     if num_threads:
         torch.set_num_threads(num_threads)
     elif ddp:  # torchrun sets 1 thread per process; give each process its share of this node's cores
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+        torch.set_num_threads(max(1, cpu_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     torch.manual_seed(seed + rank)  # dropout masks differ per process; the weights are rank 0's (DDP broadcasts)
     ctx = autocast(device_type, dtype)
 

@@ -3,9 +3,12 @@ configurator.py: config files and --key=value overrides, checked against the scr
 """
 
 import ast
+import os
 import platform
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,6 +178,23 @@ def test_run_turns_ctrl_c_into_one_line_and_exit_130(capsys):
         run(main)
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_run_turns_sigterm_into_one_line_and_exit_143(capsys):
+    """timeout's SIGTERM stops a script as Ctrl-C does (its cleanups run), says so, exits 143; the
+    handler is the caller's again afterwards."""
+    before = signal.getsignal(signal.SIGTERM)
+
+    def main():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises in here
+        raise AssertionError("SIGTERM was not handled")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run(main)
+    assert exit_info.value.code == 143
+    assert capsys.readouterr().err == "terminated\n"
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_given_reports_each_key_set_and_where(tmp_path):

@@ -216,15 +216,17 @@ def test_default_prompt_leaves_no_blank_lines_at_a_samples_start(out_dir, capsys
             assert s and not s.startswith("\n"), repr(s)
 
 
-def test_ctrl_c_mid_sample_ends_the_line_before_interrupted(out_dir):
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_stop_mid_sample_ends_the_line_and_says_so(out_dir, signum, code, said):
+    """Ctrl-C, or timeout's SIGTERM (which used to end the process mid-word, with no newline and no word)."""
     proc = subprocess.Popen([sys.executable, "sample.py", f"--out_dir={out_dir}", "--num_samples=1",
                              "--max_new_tokens=1000000", "--start=ROMEO:"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.read(40)  # sampling has begun
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         rest, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130 and err.endswith("\ninterrupted\n") and "Traceback" not in err, err
-    assert rest.endswith("\n")  # the text's line is ended: "interrupted" gets a line of its own
+    assert proc.returncode == code and err.endswith(f"\n{said}\n") and "Traceback" not in err, err
+    assert rest.endswith("\n")  # the text's line is ended: the stop's word gets a line of its own

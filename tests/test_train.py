@@ -208,6 +208,20 @@ def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     assert len(list((out / "previous").iterdir())) == 2
 
 
+def test_no_checkpoint_points_to_the_run_moved_aside(tmp_path, data_dir):
+    """The main job run again and stopped before its first checkpoint leaves out_dir with no ckpt.pt: the
+    trained run is in previous/, and sample.py and a resume say where rather than just "no checkpoint"."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    train.keep_previous_run(str(out))  # what a new run does first
+    kept = str(next((out / "previous").iterdir()))
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2,
+                          f"no checkpoint at {out}/ckpt.pt", f"moved aside to {kept}: pass --out_dir={kept}")
+    sampled = subprocess.run([sys.executable, "sample.py", f"--out_dir={out}"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+    assert_one_line_error(sampled, 2, f"--out_dir={kept}")
+
+
 def test_eval_only_writes_nothing(tmp_path, data_dir):
     """--eval_only=true evaluates the checkpoint: the log, the plot and the checkpoints stay as they were."""
     out = tmp_path / "out"
@@ -587,11 +601,11 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
 
 # ----------------------------------------------------------------------------- distributed
 
-@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
-def test_two_process_ddp_equals_one_process_accumulation(optimizer, tmp_path, data_dir):
-    """torchrun with 2 CPU processes (gloo), 2 micro-batches each, against 1 process with 4: the same global
-    batch, so the same losses, up to float summation order (relative 1e-5; Muon orthogonalises in bfloat16,
-    whose rounding can amplify that order's last bits: relative 1e-3)."""
+@pytest.mark.parametrize("optimizer, launcher", [("adamw", "torchrun"), ("muon", "torchrun"), ("adamw", "nproc")])
+def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tmp_path, data_dir):
+    """torchrun (or train.py --nproc=2) with 2 CPU processes (gloo), 2 micro-batches each, against 1 process
+    with 4: the same global batch, so the same losses, up to float summation order (relative 1e-5; Muon
+    orthogonalises in bfloat16, whose rounding can amplify that order's last bits: relative 1e-3)."""
     args = ["--gradient_accumulation_steps=4", "--max_iters=4", "--eval_interval=2", "--eval_iters=3",
             f"--optimizer={optimizer}"]
     rel = 1e-5 if optimizer == "adamw" else 1e-3
@@ -599,10 +613,15 @@ def test_two_process_ddp_equals_one_process_accumulation(optimizer, tmp_path, da
     single = run_train(*args, data=data_dir, out=one)
     assert single.returncode == 0, single.stderr
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
-           f"--data_dir={data_dir}", f"--out_dir={two}", *TINY, *args]
-    ddp = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    if launcher == "torchrun":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py"]
+    else:  # glassgpt's own launcher, with no OMP_NUM_THREADS set: it sets it, and nothing warns
+        cmd, env = [sys.executable, "train.py", "--nproc=2"], {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    ddp = subprocess.run(cmd + [f"--data_dir={data_dir}", f"--out_dir={two}", *TINY, *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env=env)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
+    if launcher == "nproc":
+        assert ddp.stderr == ""
     assert "2 process(es)" in ddp.stdout and ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
     (s1, e1), (s2, e2) = losses(one), losses(two)
     assert [i for i, _ in s2] == list(range(4)) and [e[0] for e in e2] == [0, 2, 4]  # one writer: no duplicates
@@ -639,6 +658,86 @@ def test_ctrl_c_under_torchrun_mid_eval_saves(tmp_path, data_dir):
     assert seconds < 30
     assert any("SIGINT at iter 0: saved" in line for line in lines), lines
     assert len(load_checkpoint(out / "ckpt.pt")["rng"]["torch"]) == 2
+
+
+def test_nproc_bad_input_is_one_line_and_exit_2(tmp_path, data_dir):
+    """train.py --nproc=2 checks the config once, before starting any process: one line, exit 2. What only
+    the processes can find (here a prepare.py that fails, saying why) ends both, still with one line and
+    exit 2. (torchrun adds its ChildFailedError report and exits 1.)"""
+    result = subprocess.run([sys.executable, "train.py", "--nproc=2", "--n_layr=2", f"--out_dir={tmp_path / 'out'}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, 2, "n_layr")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "prepare.py").write_text("import sys\nprint('error: no text to prepare', file=sys.stderr)\nsys.exit(2)\n")
+    result = run_train("--nproc=2", "--max_iters=2", data=bad, out=tmp_path / "out")
+    assert_one_line_error(result, 2, "no text to prepare")
+
+
+def children(pid):
+    """The pids of a process's children (Linux)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_nproc_ctrl_c_saves_and_exits_130(tmp_path, data_dir):
+    """train.py --nproc=2: the processes run in their own session, so a Ctrl-C reaches only the launcher,
+    which passes it on once: both processes stop together, rank 0 says so once, ckpt.pt holds both
+    processes' random state, and the exit code is theirs, 130 (torchrun's is 1, after a traceback)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--nproc=2"]
+    proc, lines, reader = started = start(cmd)
+    workers = []
+    try:
+        wait_for(proc, lines, "iter 3:")
+        workers = children(proc.pid)
+        assert len(workers) == 2 and all(os.getsid(w) == w for w in workers)  # each its own session
+        seconds, stderr = stop_after(started, "iter 3:", signal.SIGINT, delay=0)
+    finally:
+        kill_all(workers)
+    assert proc.returncode == 130, stderr
+    assert stderr.count("SIGINT: stopping;") == 1 and "Traceback" not in stderr, stderr
+    assert seconds < 30
+    assert any("SIGINT at iter" in line and "saved" in line for line in lines), lines
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] >= 4 and len(ckpt["rng"]["torch"]) == 2
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)
+
+
+@pytest.mark.slow
+def test_nproc_a_failed_process_ends_the_others(tmp_path, data_dir):
+    """A process killed mid-run (SIGKILL: nothing can be saved) would leave its peer waiting in a
+    collective: the launcher ends it and exits non-zero within seconds, leaving no process behind."""
+    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'out'}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--nproc=2"]
+    proc, lines, reader = start(cmd)
+    workers = []
+    try:
+        wait_for(proc, lines, "iter 3:")
+        workers = children(proc.pid)
+        os.kill(workers[1], signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        kill_all(workers)
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    assert not any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
+                   for w in workers)
 
 
 def test_init_from_hugging_face_folder(tmp_path, data_dir):
