@@ -21,7 +21,6 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from configurator import cpu_has_native_bf16
-from muon import BlockMuon, MuonAdamW
 
 PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 NORMS = ("layernorm", "rmsnorm")
@@ -398,6 +397,7 @@ class GPT(nn.Module):
         # c_attn's q, k and v each orthogonalised as its own C x C matrix: at equal iterations the val loss
         # was lower than with the fused 3C x C matrix as one (docs/cpu.md). Keller Jordan's lr scaling
         # ("original", sqrt(rows / cols) for tall matrices) gives c_fc (4C x C) twice the others' step.
+        from muon import BlockMuon, MuonAdamW  # here: torch.optim.Muon needs torch >= 2.9, the rest of model.py not
         qkv = {b.attn.c_attn.weight for b in self.transformer.h}
         muon_groups = [{"params": [p for p in params if p in hidden and p not in qkv], "split": 1},
                        {"params": [p for p in params if p in qkv], "split": 3}]

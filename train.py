@@ -142,6 +142,9 @@ def resolve(config):
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
     if c["max_iters"] < 0 or c["num_threads"] < 0:
         raise ConfigError("max_iters and num_threads must not be negative")
+    if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
+        raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
+                          f"pip install -U 'torch>=2.9', or --optimizer=adamw")
     if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
         raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
                           f"model folder, got {c['init_from']!r}")

@@ -417,6 +417,18 @@ def test_resume_with_the_other_optimizer_is_one_line(tmp_path, data_dir):
     assert_one_line_error(run_train("--optimizer=sgd", data=data_dir, out=out), 2, "optimizer", "adamw, muon")
 
 
+def test_muon_on_a_torch_without_it_is_one_line_and_adamw_still_trains(tmp_path, data_dir, monkeypatch):
+    """torch < 2.9 has no torch.optim.Muon: optimizer=muon says so in one line, before anything is built,
+    and model.py (which imports muon.py only for Muon) still builds and trains with AdamW."""
+    monkeypatch.delattr(torch.optim, "Muon")
+    cfg = configure(config_keys(vars(train)), [f"--data_dir={data_dir}", "--optimizer=muon"])
+    with pytest.raises(train.ConfigError, match=r"optimizer=muon needs torch >= 2.9 .*--optimizer=adamw"):
+        train.resolve(cfg)
+    import model
+    gpt = model.GPT(model.GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=8))
+    assert isinstance(gpt.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu"), torch.optim.AdamW)
+
+
 def test_muon_lr_follows_the_schedule_at_its_own_peak(tmp_path, data_dir):
     """The logged lr is AdamW's; Muon's group runs the same schedule scaled to muon_lr: checked through
     the update size of one step at two peaks (Muon's update has a fixed size, lr times a unit-ish matrix)."""
