@@ -35,7 +35,9 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     the tensors instead of reading them: a glance at model_args or iter_num costs nothing, whatever the size.
     """
     if not os.path.isfile(path):
-        earlier = earlier_runs(os.path.dirname(path))
+        folder = os.path.dirname(path)
+        ran = any(os.path.isfile(os.path.join(folder, name)) for name in ("ckpt.pt", "best.pt"))
+        earlier = [] if ran else earlier_runs(folder)  # out_dir holds no run: say where its last one went
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
                                                          f"pass --out_dir={earlier[-1]})" if earlier else ""))
     try:

@@ -220,6 +220,10 @@ def test_no_checkpoint_points_to_the_run_moved_aside(tmp_path, data_dir):
     sampled = subprocess.run([sys.executable, "sample.py", f"--out_dir={out}"], cwd=ROOT, capture_output=True,
                              text=True, timeout=300)
     assert_one_line_error(sampled, 2, f"--out_dir={kept}")
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    with pytest.raises(train.ConfigError) as error:  # a run is there again: a missing file is only that
+        load_checkpoint(out / "other.pt")
+    assert str(error.value) == f"no checkpoint at {out / 'other.pt'}"
 
 
 def test_eval_only_writes_nothing(tmp_path, data_dir):
