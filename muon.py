@@ -29,28 +29,35 @@ class BlockMuon(torch.optim.Muon):
             params, grads, bufs = [], [], []
             self._init_group(group, params, grads, bufs)
             lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
+            blocks = []  # (weight, update) pairs, views of the weights: updated in place
             for param, grad, momentum in zip(params, grads, bufs):
-                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: in place
+                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):
                     buf.lerp_(g, 1 - mu)
-                    update = g.lerp(buf, mu) if group["nesterov"] else buf
-                    update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"],
-                                           self.ns_dtype)
+                    blocks.append((p, g.lerp(buf, mu) if group["nesterov"] else buf))
+            by_shape = {}  # matrices of one shape orthogonalise as one batch: a few large matmuls, not many small
+            for p, update in blocks:
+                by_shape.setdefault(tuple(update.shape), []).append((p, update))
+            for same in by_shape.values():
+                ortho = newton_schulz(torch.stack([u for _, u in same]), group["ns_coefficients"],
+                                      group["ns_steps"], group["eps"], self.ns_dtype)
+                for (p, _), update in zip(same, ortho):
                     p.mul_(1 - lr * wd)
                     p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
 
 
 def newton_schulz(g, coefficients, steps, eps, dtype):
-    """An approximately orthogonal matrix with g's singular vectors (singular values ~0.7-1.2): Muon's
-    quintic Newton-Schulz iteration, run on the short side, in dtype."""
+    """Approximately orthogonal matrices with the singular vectors of g's matrices (g: one matrix, or a
+    batch of them; singular values ~0.7-1.2): Muon's quintic Newton-Schulz iteration, run on the short
+    side, in dtype."""
     a, b, c = coefficients
-    x = g.to(dtype)
-    tall = x.size(0) > x.size(1)
-    x = x.T if tall else x
-    x = x / x.norm().clamp(min=eps)  # spectral norm <= Frobenius norm <= 1: inside the iteration's range
+    x = g.to(dtype).reshape(-1, *g.shape[-2:])  # a batch, even of one
+    tall = x.size(-2) > x.size(-1)
+    x = x.mT if tall else x
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # spectral <= Frobenius norm <= 1: in range
     for _ in range(steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return (x.T if tall else x).to(g.dtype)
+        gram = x @ x.mT
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return (x.mT if tall else x).to(g.dtype).reshape(g.shape)
 
 
 class MuonAdamW:
