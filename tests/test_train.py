@@ -571,6 +571,66 @@ def test_stop_mid_iteration_saves_the_last_complete_one(tmp_path, data_dir):
     assert torch.equal(ckpt["sampler"]["generator"], torch.Generator().manual_seed(1337).get_state())
 
 
+# train.py with its first attention call in an eval or in a training step made one long call into C++
+# (a 6144^2 matrix to the 16th power, ~1.9 TFLOP on one thread: 20 s or more), as a 100,000-token
+# attention is: Python cannot run a signal handler until that call returns
+ONE_LONG_OP = (
+    "import os, runpy, sys, torch\n"
+    "import torch.nn.functional as F\n"
+    "sdpa, where = F.scaled_dot_product_attention, sys.argv.pop(1)\n"
+    "def attention(*args, **kwargs):\n"
+    "    if not attention.done and where == ('train' if torch.is_grad_enabled() else 'eval'):\n"
+    "        attention.done = True\n"
+    "        a = torch.rand(6144, 6144) / 6144\n"
+    "        os.write(2, b'long op\\n')\n"
+    "        torch.linalg.matrix_power(a, 16)\n"
+    "    return sdpa(*args, **kwargs)\n"
+    "attention.done = False\n"
+    "F.scaled_dot_product_attention = attention\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+@pytest.mark.parametrize("where", ["eval", "train"])
+def test_stop_inside_one_long_operation_is_heard_at_once_and_saves(where, tmp_path, data_dir):
+    """A stop while the main thread is inside one long C++ call (where Python's own handler would wait for
+    it to return: 100-117 s for --block_size=100000 --batch_size=1, measured) is acknowledged at once, and
+    ckpt.pt is saved as it was after the last complete iteration, within seconds."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", ONE_LONG_OP, where, *train_cmd(out, data_dir, "--max_iters=10")[1:]]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []  # (time, line) of stderr
+    reader = threading.Thread(target=lambda: said.extend((time.time(), line) for line in iter(proc.stderr.readline, "")),
+                              daemon=True)
+    reader.start()
+    try:
+        deadline = time.time() + 120
+        while not any(line == "long op\n" for _, line in said):
+            assert proc.poll() is None and time.time() < deadline, (said, proc.poll())
+            time.sleep(0.05)
+        time.sleep(0.5)
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running 60 s after SIGINT") from None
+        seconds = time.time() - sent
+        stdout = proc.stdout.read()
+    finally:
+        proc.kill()
+    reader.join(10)
+    heard = [t - sent for t, line in said if line.startswith("SIGINT: stopping")]
+    assert proc.returncode == 130 and "Traceback" not in "".join(line for _, line in said), said
+    assert heard and heard[0] < 3, said  # at once, though Python's handler cannot run yet
+    assert seconds < 12, seconds  # the long call alone takes 20 s or more
+    assert "SIGINT at iter 0: saved" in stdout, stdout
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 0  # the interrupted iteration is dropped: its batch is drawn again on resume
+    assert torch.equal(ckpt["sampler"]["generator"], torch.Generator().manual_seed(1337).get_state())
+    model_from_checkpoint(ckpt)
+
+
 def test_stop_before_training_begins_exits_at_once(tmp_path):
     """SIGTERM while the data is being prepared (a slow prepare.py): one line, exit 143, nothing left running."""
     folder = tmp_path / "ds"
