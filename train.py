@@ -170,7 +170,7 @@ def resolve(config):
     choice = str(c["compile"]).lower()
     if choice not in ("auto",) + TRUE + FALSE:
         raise ConfigError(f"compile must be auto, true or false; got {c['compile']!r}")
-    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 10-20 s of
+    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 20-30 s of
     # compiling only on runs longer than a few minutes (docs/cpu.md)
     c["compile"] = kind == "cuda" if choice == "auto" else choice in TRUE
     if c["backend"] == "auto":
@@ -816,6 +816,9 @@ def train(config, ddp, given, stopper):
     t0 = time.time()
     model = raw_model
     if compile:
+        if master:  # else nothing shows for the 20 s to a minute it takes on a CPU
+            print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-30 s, "
+                  "about a minute with other jobs on the cores", flush=True)
         x, y = to_device(*get_windows(train_data, eval_windows["train"][:batch_size], block_size))
         model = compiled_or_eager(raw_model, x, y, ctx, device_type)
     train_model = model

@@ -885,6 +885,7 @@ def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
                              "--compile=true"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "warning: torch.compile failed (RuntimeError: no C++ compiler here)" in result.stderr
+    assert result.stdout.startswith("compiling the model (torch.compile)")  # not a silent minute
     assert run_train("--dropout=0.2", "--max_iters=3", "--eval_interval=3", data=data_dir,
                      out=tmp_path / "b").returncode == 0
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
