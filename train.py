@@ -1079,7 +1079,8 @@ def train(config, ddp, given, stopper):
     stopper.armed = None  # all is saved
     if master and log_file is not None:
         log_file.close()
-        if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):
+        records = read_log(log_path)  # none if stopped during the first eval: nothing to draw
+        if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
             say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
     if master:
         if wandb_run is not None:

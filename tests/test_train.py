@@ -555,6 +555,7 @@ def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 0
     model_from_checkpoint(ckpt)
+    assert not (out / "loss.png").exists()  # an empty log draws no empty plot
 
 
 def test_stop_mid_iteration_saves_the_last_complete_one(tmp_path, data_dir):
@@ -833,22 +834,6 @@ def test_init_from_hugging_face_folder(tmp_path, data_dir):
                       out=tmp_path / "out2")
     assert clash.returncode == 2, clash.stderr  # (transformers may print its own notes while loading)
     assert "error: n_embd=32 (on the command line)" in clash.stderr and "has n_embd=16" in clash.stderr
-
-
-def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, offline_hf):
-    """No network, nothing cached: one line saying how to use a local folder, in no more time than
-    rejecting a bad name takes (Hugging Face's client would retry for ~25 s, printing each failure)."""
-    pytest.importorskip("transformers")
-    env = offline_hf("unreachable")
-    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'out'}", *TINY]
-    t0 = time.perf_counter()
-    subprocess.run(cmd + ["--init_from=gpt2-xxl"], cwd=ROOT, env=env, capture_output=True, timeout=300)
-    baseline, t0 = time.perf_counter() - t0, time.perf_counter()
-    result = subprocess.run(cmd + ["--init_from=gpt2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    seconds = time.perf_counter() - t0
-    assert_one_line_error(result, 2, "gpt2", "not reachable", "--init_from=FOLDER")
-    assert seconds < baseline + 10, (seconds, baseline)
-    assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
 def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, offline_hf):
