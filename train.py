@@ -843,6 +843,7 @@ def train(config, ddp, given, stopper):
         out = {}
         rounds = -(-eval_iters // world_size)  # the same number of rounds on every process
         progress = Progress(2 * rounds, "eval", master, say)
+        begun = time.time()
         try:
             with stopper.interruptible(not ddp, save_on_stop):  # under DDP, checked after every batch instead
                 for split, data in splits.items():
@@ -857,6 +858,8 @@ def train(config, ddp, given, stopper):
                         if stop_agreed():
                             raise Interrupted
                         progress.update()
+                        if progress.done == 1 and iter_num == start_iter and not eval_only:
+                            forecast(time.time() - begun)
                     if ddp:
                         dist.all_reduce(total)
                     out[split] = (total[0] / total[1]).item()
@@ -901,6 +904,15 @@ def train(config, ddp, given, stopper):
         if master:
             tqdm.write(message)
             sys.stdout.flush()
+
+    def forecast(batch_seconds):
+        """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
+        forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
+        from measured iterations follows them."""
+        evals = 2 * -(-eval_iters // world_size) * batch_seconds
+        left, line = time_left(iter_num, max_iters, eval_interval, 3 * accum * batch_seconds, evals)
+        if left >= 3600:
+            say(f"estimate: {line} on {device}, from the first eval batch")
 
     def save_on_stop(before=None):
         """After a stop: ckpt.pt as it was after the last complete iteration (unless eval_only), and say so."""

@@ -544,7 +544,7 @@ def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir
     the run saves and exits within seconds. The eval shows its progress meanwhile: it is never silent.
     (Before: the eval of ~10^6 batches, about 10 minutes here, ran to its end first.)"""
     out = tmp_path / "out"
-    proc, lines, reader = started = start(train_cmd(out, data_dir, "--eval_iters=1000000", "--max_iters=10"))
+    proc, lines, reader = started = start(train_cmd(out, data_dir, "--eval_iters=1000000", "--max_iters=1000000"))
     # SIGINT once the eval has shown its progress (a line every 10 s), SIGTERM a second into the eval
     seconds, stderr = stop_after(started, "eval: " if signum == signal.SIGINT else "scratch at iter 0", signum)
     print(f"{signal.Signals(signum).name} mid-eval: exited {seconds:.1f} s later")
@@ -552,6 +552,9 @@ def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir
     assert "stopping" in stderr and "Traceback" not in stderr, stderr
     assert seconds < 30  # ~0.5 s when the machine is idle; a loaded one is slower to start and to exit
     assert any("batches in" in line and "left" in line for line in lines) or signum != signal.SIGINT, lines
+    # hours of work ahead are said up front, from the first eval batch, not after the first eval
+    assert any(re.match(r"estimate: 1,000,000 iterations x [\d.]+ s \+ \d+ evals x .*: about [\d.]+ (hours|days) to go on "
+                        r"cpu, from the first eval batch", line) for line in lines) or signum != signal.SIGINT, lines
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 0
     model_from_checkpoint(ckpt)
