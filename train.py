@@ -591,6 +591,7 @@ class Stopper:
             if self.quit is None and not stopped:
                 continue
             time.sleep(self.GRACE)  # the main thread's turn: it answers within this unless one operation holds it
+            self.hear()  # a second signal meanwhile quits without saving, as promised
             if self.quit is not None:
                 os._exit(self.quit)
             with self.save_lock:

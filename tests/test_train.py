@@ -635,6 +635,27 @@ def test_stop_inside_one_long_operation_is_heard_at_once_and_saves(where, tmp_pa
     model_from_checkpoint(ckpt)
 
 
+def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, data_dir):
+    """Ctrl-C again, while one long call holds the main thread, quits at once without saving, as said."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", ONE_LONG_OP, "eval", *train_cmd(out, data_dir, "--max_iters=10")[1:]]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline() == "long op\n"
+        time.sleep(0.5)
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        stderr = proc.communicate(timeout=60)[1]
+        seconds = time.time() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and seconds < 12, (seconds, stderr)
+    assert stderr.splitlines()[-1] == "SIGINT: quitting without saving", stderr
+    assert not (out / "ckpt.pt").exists()
+
+
 def test_stop_before_training_begins_exits_at_once(tmp_path):
     """SIGTERM while the data is being prepared (a slow prepare.py): one line, exit 143, nothing left running."""
     folder = tmp_path / "ds"
