@@ -4,7 +4,7 @@ Export a trained model as a Hugging Face folder, for transformers and the tools 
 
     python export.py --out_dir=out-tiny-gpt2                   # writes out-tiny-gpt2/hf
     python export.py --out_dir=out-tiny-gpt2 --folder=my-gpt   # or anywhere else
-    huggingface-cli upload <you>/my-gpt my-gpt                 # share it (needs a login and network)
+    hf upload <you>/my-gpt my-gpt                              # share it (needs hf auth login and network)
 
 The folder holds model.safetensors and config.json (GPT-2's architecture; Arcee's, a Llama-style
 model, for rotary positions with RMSNorm as config/tiny.py trains), the tokenizer (GPT-2's BPE,
@@ -230,7 +230,7 @@ or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
 
 ## Share
 
-`huggingface-cli upload <you>/{name} path/to/this/folder`
+`hf upload <you>/{name} path/to/this/folder` (after `hf auth login`; an older huggingface_hub calls it `huggingface-cli`)
 """
 
 

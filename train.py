@@ -38,11 +38,13 @@ show progress, and a long run estimates its time from its first iterations.
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
@@ -168,7 +170,7 @@ def resolve(config):
     choice = str(c["compile"]).lower()
     if choice not in ("auto",) + TRUE + FALSE:
         raise ConfigError(f"compile must be auto, true or false; got {c['compile']!r}")
-    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 10-20 s of
+    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 20-30 s of
     # compiling only on runs longer than a few minutes (docs/cpu.md)
     c["compile"] = kind == "cuda" if choice == "auto" else choice in TRUE
     if c["backend"] == "auto":
@@ -530,33 +532,85 @@ class Stopper:
     its optimizer step) the signal raises Interrupted at once; elsewhere, and under DDP (whose processes
     must agree when to stop), the loop checks it between eval batches, micro-batches and iterations. A
     second signal quits without saving. Disarmed (armed = None) once all is saved: a signal just exits.
+
+    Python runs a handler only between operations, and one operation can take minutes (attention over
+    100,000 tokens). So each signal is also written, in C, to a pipe that a thread watches: whichever of
+    the two reads it first decides and says what happens, at once. If the main thread is still busy
+    GRACE seconds later, the thread acts for it: inside an interruptible section it saves through the
+    section's rescue (the state of the last complete iteration, which such a section leaves untouched)
+    and ends the process; a quit it ends at once.
     """
+    GRACE = 2.0
 
     def __init__(self, master):
         self.master, self.signum, self.armed, self.cut = master, None, "", False
+        self.quit, self.rescue, self.taken = None, None, False  # exit code decided; the section's saver; saving begun
+        self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
         signal.signal(signal.SIGINT, self.handle)
         signal.signal(signal.SIGTERM, self.handle)
+        self.pipe, write = os.pipe()
+        os.set_blocking(self.pipe, False)
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write)
+        threading.Thread(target=self.watch, daemon=True).start()
+
+    def hear(self):
+        """Decide, and say, what each signal not yet heard means. Returns whether a stop was newly recorded."""
+        stopped = False
+        with self.lock:
+            while True:
+                try:
+                    signums = os.read(self.pipe, 64)
+                except BlockingIOError:
+                    return stopped
+                for signum in signums:
+                    if signal.getsignal(signum) != self.handle:  # not ours (--nproc's launcher forwards them)
+                        continue
+                    name = signal.Signals(signum).name
+                    if self.armed and self.signum is None:
+                        self.signum, stopped = signum, True
+                        self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+                    elif self.quit is None:
+                        self.quit = 128 + signum
+                        self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else
+                                                 "quitting; everything is saved" if self.armed is None else
+                                                 "quitting without saving"))
 
     def handle(self, signum, frame):
-        name = signal.Signals(signum).name
-        if self.armed and self.signum is None:
-            self.signum = signum
-            self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
-            if self.cut:
-                raise Interrupted
-            return
-        self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else
-                                 "quitting; everything is saved" if self.armed is None else "quitting without saving"))
-        raise SystemExit(128 + signum)
+        self.hear()
+        if self.quit is not None:
+            raise SystemExit(self.quit)
+        if self.cut and self.signum is not None:
+            self.cut = False
+            raise Interrupted
+
+    def watch(self):
+        while True:
+            select.select([self.pipe], [], [])
+            stopped = self.hear()
+            if self.quit is None and not stopped:
+                continue
+            time.sleep(self.GRACE)  # the main thread's turn: it answers within this unless one operation holds it
+            self.hear()  # a second signal meanwhile quits without saving, as promised
+            if self.quit is not None:
+                os._exit(self.quit)
+            with self.save_lock:
+                if self.cut and self.rescue is not None and not self.taken:
+                    self.taken = True
+                    self.rescue()
+                    os._exit(128 + self.signum)
 
     @contextmanager
-    def interruptible(self, allowed=True):
-        """A section a stop may cut short by raising Interrupted in it (if allowed)."""
-        self.cut = allowed
+    def interruptible(self, allowed=True, rescue=None):
+        """A section a stop may cut short by raising Interrupted in it (if allowed); rescue() saves what the
+        section leaves untouched, should one long operation in it keep the main thread from answering."""
+        self.cut, self.rescue = allowed, rescue if allowed else None
         try:
+            if allowed and self.signum is not None:  # heard just before the section began
+                raise Interrupted
             yield
         finally:
-            self.cut = False
+            self.cut, self.rescue = False, None
 
     def tell(self, message):
         if self.master:  # os.write, not print: the signal may have interrupted a print
@@ -763,6 +817,9 @@ def train(config, ddp, given, stopper):
     t0 = time.time()
     model = raw_model
     if compile:
+        if master:  # else nothing shows for the 20 s to a minute it takes on a CPU
+            print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-30 s, "
+                  "about a minute with other jobs on the cores", flush=True)
         x, y = to_device(*get_windows(train_data, eval_windows["train"][:batch_size], block_size))
         model = compiled_or_eager(raw_model, x, y, ctx, device_type)
     train_model = model
@@ -787,8 +844,9 @@ def train(config, ddp, given, stopper):
         out = {}
         rounds = -(-eval_iters // world_size)  # the same number of rounds on every process
         progress = Progress(2 * rounds, "eval", master, say)
+        begun = time.time()
         try:
-            with stopper.interruptible(not ddp):  # under DDP, checked after every batch instead
+            with stopper.interruptible(not ddp, save_on_stop):  # under DDP, checked after every batch instead
                 for split, data in splits.items():
                     total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
                     for k in range(rank, rounds * world_size, world_size):
@@ -801,6 +859,8 @@ def train(config, ddp, given, stopper):
                         if stop_agreed():
                             raise Interrupted
                         progress.update()
+                        if progress.done == 1 and iter_num == start_iter and not eval_only:
+                            forecast(time.time() - begun)
                     if ddp:
                         dist.all_reduce(total)
                     out[split] = (total[0] / total[1]).item()
@@ -811,9 +871,14 @@ def train(config, ddp, given, stopper):
             progress.close()
             model.train()
 
-    def save(names):
-        """Write the full training state to out_dir/<name> for each name. Every process must call this."""
-        states = [rng_state(device_type)]
+    def save(names, before=None):
+        """Write the full training state to out_dir/<name> for each name (with the data sampler's and random
+        state from before, if given: what an iteration cut short began with). Every process must call this."""
+        with stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
+            write_state(names, before)
+
+    def write_state(names, before):
+        states = [before[1] if before else rng_state(device_type)]
         if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly
             states = [None] * world_size
             dist.all_gather_object(states, rng_state(device_type))
@@ -831,7 +896,7 @@ def train(config, ddp, given, stopper):
             "iter_num": iter_num,
             "best_val_loss": best_val_loss,
             "rng": rng,
-            "sampler": {"generator": sampler.get_state()},
+            "sampler": {"generator": before[0] if before else sampler.get_state()},
         }
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
@@ -840,6 +905,22 @@ def train(config, ddp, given, stopper):
         if master:
             tqdm.write(message)
             sys.stdout.flush()
+
+    def forecast(batch_seconds):
+        """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
+        forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
+        from measured iterations follows them."""
+        evals = 2 * -(-eval_iters // world_size) * batch_seconds
+        left, line = time_left(iter_num, max_iters, eval_interval, 3 * accum * batch_seconds, evals)
+        if left >= 3600:
+            say(f"estimate: {line} on {device}, from the first eval batch")
+
+    def save_on_stop(before=None):
+        """After a stop: ckpt.pt as it was after the last complete iteration (unless eval_only), and say so."""
+        if not eval_only:
+            save(["ckpt.pt"], before)
+            name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
+            say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
     # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
     log_path, log_file = os.path.join(out_dir, "log.jsonl"), None
@@ -906,7 +987,7 @@ def train(config, ddp, given, stopper):
         t = time.time()
         before = (sampler.get_state(), rng_state(device_type)) if watch or not ddp else None
         try:
-            with stopper.interruptible(not ddp):
+            with stopper.interruptible(not ddp, lambda: save_on_stop(before)):
                 xs, ys = get_batch()
                 loss_sum = torch.zeros((), device=device)
                 for micro_step in range(accum):
@@ -953,10 +1034,8 @@ def train(config, ddp, given, stopper):
                      f"saving {out_dir}/ckpt.pt as it was after the last complete iteration")
     while True:
         if stop:
-            if not eval_only:
-                save(["ckpt.pt"])
-                name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
-                say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
+            stopper.taken = True
+            save_on_stop()
             break
 
         lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
@@ -1013,7 +1092,8 @@ def train(config, ddp, given, stopper):
     stopper.armed = None  # all is saved
     if master and log_file is not None:
         log_file.close()
-        if not plot_losses(read_log(log_path), os.path.join(out_dir, "loss.png"), title=out_dir):
+        records = read_log(log_path)  # none if stopped during the first eval: nothing to draw
+        if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
             say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
     if master:
         if wandb_run is not None:

@@ -232,11 +232,12 @@ def test_a_stop_mid_sample_ends_the_line_and_says_so(out_dir, signum, code, said
     assert rest.endswith("\n")  # the text's line is ended: the stop's word gets a line of its own
 
 
-@pytest.mark.parametrize("script", ["sample.py", "train.py"])
+@pytest.mark.parametrize("script", ["sample.py", "train.py", "bench.py"])
 def test_idle_threads_sleep_rather_than_spin(script):
     """sample.py and train.py ask OpenMP, before torch starts it, to let idle threads sleep
     (OMP_WAIT_POLICY=PASSIVE) unless the user chose otherwise: with other work on the cores, spinning
-    threads made generation 8-23x and training steps up to 15x slower (docs/cpu.md)."""
+    threads made generation 8-23x and training steps up to 15x slower (docs/cpu.md). bench.py too, so
+    that it times what they run (without it, the tiny step measured 16x slower than train.py's)."""
     code = (f"import os, runpy, sys\nsys.argv = ['{script}', '--help']\ntry:\n    runpy.run_path('{script}', "
             "run_name='__main__')\nexcept SystemExit:\n    print(os.environ.get('OMP_WAIT_POLICY'))")
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
