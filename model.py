@@ -368,7 +368,7 @@ class GPT(nn.Module):
                 block.attn.mask = block.attn.mask[:block_size, :block_size]
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer="adamw",
-                             muon_lr=0.02, muon_momentum=0.95, muon_weight_decay=0.0):
+                             muon_lr=0.02, muon_momentum=0.95, muon_weight_decay=0.0, muon_ns_steps=5):
         """
         optimizer "adamw": AdamW that decays the matrices (matmul weights, embeddings) but not biases and
         norm gains. "muon": torch's Muon for the blocks' matmul weights (c_attn, c_proj, c_fc) and that
@@ -403,7 +403,7 @@ class GPT(nn.Module):
                        {"params": [p for p in params if p in qkv], "split": 3}]
         native_bf16 = device_type == "cuda" or (device_type == "cpu" and cpu_has_native_bf16())
         muon = BlockMuon([g for g in muon_groups if g["params"]], lr=muon_lr, momentum=muon_momentum,
-                         weight_decay=muon_weight_decay, adjust_lr_fn="original",
+                         weight_decay=muon_weight_decay, adjust_lr_fn="original", ns_steps=muon_ns_steps,
                          ns_dtype=torch.bfloat16 if native_bf16 else torch.float32)
         for g in muon.param_groups:
             g["lr_scale"] = muon_lr / learning_rate if learning_rate else 0.0

@@ -100,6 +100,7 @@ optimizer = "adamw"  # "adamw" | "muon" (Muon for the blocks' matmul weights, Ad
 muon_lr = 0.02  # Muon's peak lr; the lr schedule scales it as it scales learning_rate
 muon_momentum = 0.95  # Muon's momentum (Nesterov)
 muon_weight_decay = 0.0  # Muon's decoupled weight decay on the blocks' matrices
+muon_ns_steps = 5  # Newton-Schulz iterations per Muon step (torch's default 5); fewer are cheaper, rougher
 # AdamW
 learning_rate = 6e-4  # peak learning rate, after warmup
 max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
@@ -142,7 +143,7 @@ def resolve(config):
     """Check the config's values and turn each "auto" into this machine's choice. Raises ConfigError."""
     c = dict(config)
     for key in ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
-                "log_interval", "nproc"):
+                "log_interval", "nproc", "muon_ns_steps"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
     if c["max_iters"] < 0 or c["num_threads"] < 0:
@@ -784,7 +785,8 @@ def train(config, ddp, given, stopper):
     raw_model.to(device)
     # (in here, optimizer is the object; the config key's value is config["optimizer"])
     optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
-                                               config["optimizer"], muon_lr, muon_momentum, muon_weight_decay)
+                                               config["optimizer"], muon_lr, muon_momentum, muon_weight_decay,
+                                               muon_ns_steps)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
     lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume

@@ -496,7 +496,7 @@ def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
     state dict round-trips into a fresh optimizer."""
     model = GPT(tiny(bias=True, tie_weights=tie))
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", "muon", muon_lr=0.05, muon_momentum=0.9,
-                                     muon_weight_decay=0.01)
+                                     muon_weight_decay=0.01, muon_ns_steps=3)
     assert isinstance(opt.muon, torch.optim.Muon) and isinstance(opt.adamw, torch.optim.AdamW)
     hidden = {id(p) for n, p in model.named_parameters() if n.startswith("transformer.h.") and p.dim() == 2}
     in_muon = [id(p) for g in opt.muon.param_groups for p in g["params"]]
@@ -506,6 +506,7 @@ def test_configure_optimizers_muon_takes_the_blocks_matrices(tie):
     assert id(model.transformer.wte.weight) in in_adamw and id(model.lm_head.weight) in in_adamw
     for g in opt.muon.param_groups:
         assert (g["lr"], g["momentum"], g["weight_decay"], g["lr_scale"]) == (0.05, 0.9, 0.01, pytest.approx(50.0))
+        assert g["ns_steps"] == 3
     qkv = [id(p) for p in opt.muon.param_groups[1]["params"]]  # c_attn: q, k, v orthogonalised one by one
     assert opt.muon.param_groups[1]["split"] == 3 and qkv == [id(b.attn.c_attn.weight) for b in model.transformer.h]
     assert [g["lr_scale"] for g in opt.adamw.param_groups] == [1.0, 1.0]
