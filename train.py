@@ -2,7 +2,7 @@
 Train a GPT: from scratch, from a checkpoint, or from OpenAI's GPT-2 weights; on a CPU, a GPU, or
 many processes with DDP.
 
-    python train.py config/tiny.py                       # char-level Shakespeare in ~3 minutes on a CPU
+    python train.py config/tiny.py                       # char-level Shakespeare in a few minutes on a CPU
     python train.py config/tiny.py --batch_size=32 --compile=false
     python train.py config/tiny.py --init_from=resume    # continue exactly where ckpt.pt stopped
     python train.py config/train_shakespeare_char.py --init_from=resume --out_dir=../nanoGPT/out-shakespeare-char
