@@ -264,24 +264,18 @@ def test_kv_cache_generation_equals_recompute_past_block_size(position, attentio
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_generation_cost_grows_linearly_with_length(use_cache):
-    """Twice the tokens, twice the work, far past block_size (16): the positions the model computes
-    (exact) and the time it takes (best of three, generous bound) double. A context that grew with the
-    text (no cropping, or a cache never cut back) would make both grow quadratically: x4."""
+    """Twice the tokens, twice the work, far past block_size (16): the positions the model computes double.
+    A context that grew with the text (no cropping, or a cache never cut back) would make them grow
+    quadratically: x4. (Counted, not timed: a timing bound failed on a loaded machine; bench.py times.)"""
     model = make(position="rope")
     prompt = torch.randint(0, 50, (1, 4), generator=torch.Generator().manual_seed(7))
     n = 300
 
     def work(n_new):
-        seconds = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            _, lengths = c_attn_lengths(model, lambda: model.generate(prompt, n_new, temperature=1.0, use_cache=use_cache))
-            seconds.append(time.perf_counter() - t0)
-        return sum(lengths), min(seconds)
+        _, lengths = c_attn_lengths(model, lambda: model.generate(prompt, n_new, temperature=1.0, use_cache=use_cache))
+        return sum(lengths)
 
-    (positions_1, seconds_1), (positions_2, seconds_2) = work(n), work(2 * n)
-    assert positions_2 / positions_1 == pytest.approx(2, rel=0.03)
-    assert seconds_2 / seconds_1 < 3
+    assert work(2 * n) / work(n) == pytest.approx(2, rel=0.03)
 
 
 @pytest.mark.parametrize("position", POSITIONS)
