@@ -545,7 +545,7 @@ class Stopper:
 
     def __init__(self, master):
         self.master, self.signum, self.armed, self.cut = master, None, "", False
-        self.quit, self.rescue, self.taken = None, None, False  # exit code decided; the section's saver; saving begun
+        self.quit, self.rescue = None, None  # exit code decided; the section's saver
         self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
         signal.signal(signal.SIGINT, self.handle)
         signal.signal(signal.SIGTERM, self.handle)
@@ -596,8 +596,7 @@ class Stopper:
             if self.quit is not None:
                 os._exit(self.quit)
             with self.save_lock:
-                if self.cut and self.rescue is not None and not self.taken:
-                    self.taken = True
+                if self.cut and self.rescue is not None:  # still inside the section: the main thread is not saving
                     self.rescue()
                     os._exit(128 + self.signum)
 
@@ -862,7 +861,7 @@ def train(config, ddp, given, stopper):
                             raise Interrupted
                         progress.update()
                         if progress.done == 1 and iter_num == start_iter and not eval_only:
-                            forecast(time.time() - begun)
+                            forecast(time.time() - begun, 2 * rounds)
                     if ddp:
                         dist.all_reduce(total)
                     out[split] = (total[0] / total[1]).item()
@@ -908,12 +907,12 @@ def train(config, ddp, given, stopper):
             tqdm.write(message)
             sys.stdout.flush()
 
-    def forecast(batch_seconds):
+    def forecast(batch_seconds, eval_batches):
         """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
         forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
         from measured iterations follows them."""
-        evals = 2 * -(-eval_iters // world_size) * batch_seconds
-        left, line = time_left(iter_num, max_iters, eval_interval, 3 * accum * batch_seconds, evals)
+        left, line = time_left(iter_num, max_iters, eval_interval, 3 * accum * batch_seconds,
+                               eval_batches * batch_seconds)
         if left >= 3600:
             say(f"estimate: {line} on {device}, from the first eval batch")
 
@@ -1036,7 +1035,6 @@ def train(config, ddp, given, stopper):
                      f"saving {out_dir}/ckpt.pt as it was after the last complete iteration")
     while True:
         if stop:
-            stopper.taken = True
             save_on_stop()
             break
 
