@@ -4,7 +4,8 @@
 # tiny.py's model and recipe, trained twice as long: 3000 iterations. Measured on the project's 2-core machine
 # (docs/cpu.md): 10.3 minutes, val 1.4957. A 6-layer, 192-wide model (2.7M parameters) with dropout 0.1 read
 # 1.5649 after 720 iterations, 16.8 minutes: in this time a larger model sees too few characters. Trained
-# longer (4200 iterations, about 14 minutes) this one levels out at 1.49-1.50 from iteration 3250: it memorises.
+# longer (4200 iterations, by its pace here about 14 minutes; not timed) it levels out at 1.49-1.50 from iteration
+# 3250: it memorises.
 
 out_dir = "out-shakespeare-cpu"
 dataset = "shakespeare_char"
