@@ -104,6 +104,10 @@ muon_ns_steps = 5  # Newton-Schulz iterations per Muon step (torch's default 5);
 # AdamW
 learning_rate = 6e-4  # peak learning rate, after warmup
 max_iters = 600000  # iterations (optimizer steps) in all; the run ends there
+# a time budget: the lr decays over max_seconds of training steps (evals and checkpoints not counted), or over
+# lr_decay_iters where that is further along, so the run ends decayed wherever the time runs out: the best
+# model for the time on any machine. How many iterations fit depends on the machine: two such runs differ
+max_seconds = 0.0  # > 0: end after this many seconds of training steps (or at max_iters, if sooner)
 weight_decay = 1e-1  # AdamW decay of the matrices (not biases or norm gains)
 beta1 = 0.9  # AdamW's first-moment decay
 beta2 = 0.95  # AdamW's second-moment decay
@@ -128,14 +132,17 @@ MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "posi
 RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")  # what a run leaves in out_dir
 
 
-def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
-    """The learning rate of iteration it: linear warmup to learning_rate, then cosine down to min_lr."""
+def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent=0.0):
+    """
+    The learning rate of iteration it: linear warmup to learning_rate, then cosine down to min_lr.
+    time_spent (0 -> 1: the share of a time budget used) moves the decay on where it is further along.
+    """
     min_lr = min(min_lr, learning_rate)  # a floor above the peak would make the "decay" climb
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
-    if it >= lr_decay_iters:  # also when warmup_iters >= lr_decay_iters: no decay phase, no 0/0
+    if it >= lr_decay_iters or time_spent >= 1.0:  # also when warmup_iters >= lr_decay_iters: no 0/0
         return min_lr
-    progress = (it - warmup_iters) / (lr_decay_iters - warmup_iters)  # 0 -> 1
+    progress = max((it - warmup_iters) / (lr_decay_iters - warmup_iters), time_spent)  # 0 -> 1
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
@@ -146,8 +153,8 @@ def resolve(config):
                 "log_interval", "nproc", "muon_ns_steps"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
-    if c["max_iters"] < 0 or c["num_threads"] < 0:
-        raise ConfigError("max_iters and num_threads must not be negative")
+    if c["max_iters"] < 0 or c["num_threads"] < 0 or c["max_seconds"] < 0:
+        raise ConfigError("max_iters, max_seconds and num_threads must not be negative")
     if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
         raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
                           f"pip install -U 'torch>=2.9', or --optimizer=adamw")
@@ -746,6 +753,7 @@ def train(config, ddp, given, stopper):
 
     # model
     iter_num, best_val_loss, ckpt, nanogpt = 0, float("inf"), None, False
+    trained = 0.0  # seconds of training steps so far, agreed by all processes: what max_seconds counts
     try:
         if init_from == "scratch":
             model_args = {k: config[k] for k in MODEL_KEYS}
@@ -764,6 +772,7 @@ def train(config, ddp, given, stopper):
                 raise ConfigError(f"resume: the checkpoint was trained with optimizer={trained_with}; "
                                   f"resume with --optimizer={trained_with}")
             iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
+            trained = float(ckpt.get("trained_seconds", 0.0))
         else:
             raw_model = model_from_pretrained(init_from, dropout=dropout)
             check_same_tokenizer(init_from, data_dir, meta, "init_from")  # a folder export.py wrote has meta.json
@@ -896,6 +905,7 @@ def train(config, ddp, given, stopper):
             "config": config,
             "iter_num": iter_num,
             "best_val_loss": best_val_loss,
+            "trained_seconds": trained,
             "rng": rng,
             "sampler": {"generator": before[0] if before else sampler.get_state()},
         }
@@ -911,8 +921,8 @@ def train(config, ddp, given, stopper):
         """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
         forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
         from measured iterations follows them."""
-        left, line = time_left(iter_num, max_iters, eval_interval, 3 * accum * batch_seconds,
-                               eval_batches * batch_seconds)
+        step = 3 * accum * batch_seconds
+        left, line = time_left(iter_num, end_iter(step), eval_interval, step, eval_batches * batch_seconds)
         if left >= 3600:
             say(f"estimate: {line} on {device}, from the first eval batch")
 
@@ -976,13 +986,15 @@ def train(config, ddp, given, stopper):
     def train_step(lr, watch):
         """
         One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
-        over micro-batches and processes), whether a stop was requested, and the seconds the micro-batches
-        took (the mean over processes: the same number everywhere), and the gradient's global norm before
+        over micro-batches and processes), whether a stop was requested, the seconds of training it adds
+        (its micro-batches and the previous iteration's optimizer step, whose time is known only after the
+        collective; the mean over processes: the same number everywhere), and the gradient's global norm before
         clipping (a tensor, on clipping or logging iterations; else None). A stop before the optimizer step
         (at once alone; under DDP between micro-batches, with watch) drops the iteration (loss None): its
         gradients are discarded and the data sampler and random state go back to where it began, so what
         is saved is the state after the last complete iteration.
         """
+        nonlocal opt_seconds
         for group, scale in zip(optimizer.param_groups, lr_scales):
             group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
         t = time.time()
@@ -1007,25 +1019,32 @@ def train(config, ddp, given, stopper):
             optimizer.zero_grad(set_to_none=True)
             return None, True, time.time() - t, None
         # one collective for the logged loss, the stop flag and the time taken
-        stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t], device=device)
+        stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t + opt_seconds], device=device)
         stats[0] = loss_sum / accum
         if ddp:
             dist.all_reduce(stats)
         loss_value, stop, seconds = stats[0].item() / world_size, stats[1].item() > 0, stats[2].item() / world_size
         if not math.isfinite(loss_value):
             fail(f"loss is {loss_value} at iter {iter_num}")
-        grad_norm = None
+        grad_norm, t = None, time.time()
         if grad_clip > 0.0 or iter_num % log_interval == 0:
             scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
             grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0.0 else math.inf)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        opt_seconds = time.time() - t
         return loss_value, stop, seconds, grad_norm
+
+    def end_iter(step_time):
+        """Where the run ends: max_iters, or sooner if the time budget runs out first at this pace."""
+        if max_seconds <= 0:
+            return max_iters
+        return min(max_iters, iter_num + math.ceil(max(max_seconds - trained, 0.0) / max(step_time, 1e-9)))
 
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
-    start_iter, stop = iter_num, False
+    start_iter, stop, opt_seconds = iter_num, False, 0.0
     tokens_since_log, time_since_log = 0, 0.0
     step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
@@ -1038,9 +1057,11 @@ def train(config, ddp, given, stopper):
             save_on_stop()
             break
 
-        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr) if decay_lr else learning_rate
+        time_spent = trained / max_seconds if max_seconds > 0 else 0.0
+        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent) if decay_lr else learning_rate
+        last = iter_num >= max_iters or time_spent >= 1.0
         # evaluate and checkpoint
-        if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
+        if iter_num % eval_interval == 0 or last or eval_only:
             t = time.time()
             losses = estimate_loss()
             if losses is None:  # a stop came mid-eval: saving does not need its result
@@ -1058,13 +1079,14 @@ def train(config, ddp, given, stopper):
                 names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
                 if names:
                     save(names)
-        if iter_num >= max_iters or eval_only:
+        if last or eval_only:
             break
 
         t = time.time()
         loss_value, stop, seconds, grad_norm = train_step(lr, watch)
         if loss_value is None:  # dropped mid-iteration by a stop
             continue
+        trained += seconds
         watch = accum > 1 and (not ddp or seconds > 1.0)
         step_times.append(time.time() - t)
         tokens_since_log += tokens_per_iter
@@ -1084,7 +1106,10 @@ def train(config, ddp, given, stopper):
             # once, from the first iterations (the first warms up: left out where there are more)
             estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
             guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
-            left, line = time_left(iter_num, max_iters, eval_interval, step, guess)
+            left, line = time_left(iter_num, end_iter(step), eval_interval, step, guess)
+            if max_seconds > 0:  # the bar shows where the budget ends
+                bar.total = end_iter(step)
+                bar.refresh()
             if left >= 60:  # a shorter run is over before anyone wonders
                 say(f"estimate: {line} on {device}")
 
@@ -1100,7 +1125,8 @@ def train(config, ddp, given, stopper):
             wandb_run.finish()
         if not (eval_only or stop):
             if iter_num > start_iter or math.isfinite(best_val_loss):
-                say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+                budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
+                say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved
                 say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
                     "no checkpoint written")

@@ -2,7 +2,8 @@
 # (tiny.py's rotary positions and RMSNorm have no Hugging Face GPT-2 equivalent). Train this one to
 # share the model: no bias is fine, the export writes zero biases.
 #   python train.py config/tiny_gpt2.py && python export.py --out_dir=out-tiny-gpt2
-# The price, measured at equal iterations (1500, Muon): val +0.020 at the end; see README "Share a model".
+# The price, measured at equal iterations (1500, Muon, the schedule tiny.py had then): val +0.020 at the
+# end; see README "Share a model".
 import os
 
 with open(os.path.join(os.path.dirname(__file__), "tiny.py")) as _f:  # whatever tiny.py's recipe is today

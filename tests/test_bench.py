@@ -208,6 +208,8 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert t["same_step_mfu"] == pytest.approx(same["tokens_per_s"] * bench.flops_per_token(step, 64) / 1e9
                                                / t["peak_gflops"])
     assert "the same step (nanoGPT's model and batch)" in out and "glassgpt, the same command" in out
+    # all of glassgpt's run is inside 3 minutes: its val loss after 180 s of training is its last eval's
+    assert t["glassgpt_val_at_3_minutes"] == gg["final_val"] and "after 180 s of training" in out
 
 
 def test_race_argv_is_nanogpts_readme_recipe(tmp_path):

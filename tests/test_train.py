@@ -95,6 +95,7 @@ def digest(path):
     (["--init_from=gpt2-xxl"], ["init_from", "gpt2-xl", "gpt2-xxl"]),  # not a GPT-2 size: no download tried
     (["--dtype=float16"], ["float16", "float32"]),  # on a CPU: ~10x slower, so refused
     (["--eval_only=true"], ["eval_only", "init_from=resume"]),  # a random model's loss is not what was meant
+    (["--max_seconds=-1"], ["max_seconds", "negative"]),
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
     assert_one_line_error(run_train(*args, out=tmp_path / "out"), 2, *words)
@@ -261,6 +262,11 @@ def test_lr_schedule():
     # min_lr above learning_rate is clamped: the schedule never climbs past the peak
     assert max(lr(i, 1e-3, 2, 10, 1e-2) for i in range(20)) <= 1e-3
     assert lr(15, 1e-3, 2, 10, 1e-2) == 1e-3
+    # a time budget moves the decay on where it is further along than the iterations, never back
+    assert lr(20, 1.0, 10, 100, 0.1, time_spent=0.5) == pytest.approx(0.55)
+    assert lr(55, 1.0, 10, 100, 0.1, time_spent=0.1) == pytest.approx(0.55)
+    assert lr(20, 1.0, 10, 100, 0.1, time_spent=1.0) == lr(20, 1.0, 10, 100, 0.1, time_spent=3.0) == 0.1
+    assert lr(4, 1.0, 10, 100, 0.1, time_spent=0.9) == lr(4, 1.0, 10, 100, 0.1)  # warmup is by iterations
 
 
 def test_load_data_uint32_and_windows(tmp_path):
@@ -371,6 +377,40 @@ def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
     last = result.stdout.strip().splitlines()[-1]
     assert last == "done: nothing to train (max_iters=0): evaluated at iter 0, no checkpoint written"
     assert not (tmp_path / "out" / "ckpt.pt").exists()
+
+
+def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
+    """--max_seconds: the run stops after that many seconds of training steps, far short of max_iters, with
+    the lr decayed over the time (to within 10% of min_lr at the last step), a last eval and checkpoint,
+    and the seconds saved in it; a resume with a longer budget continues the time and the decay, and a
+    resume of a finished budget trains nothing more."""
+    out, budget = tmp_path / "out", 3.0
+    args = ["--max_iters=1000000", "--lr_decay_iters=1000000", "--eval_interval=100000"]
+    result = run_train(*args, f"--max_seconds={budget}", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    steps = [r for r in records(out) if "loss" in r]
+    evals = [r["iter"] for r in records(out) if "val_loss" in r]
+    n = len(steps)
+    assert 10 < n < 1000000 and evals == [0, n]  # a last eval where the time ran out
+    assert f"done: iter {n} (3 s of training steps)" in result.stdout
+    lrs = [r["lr"] for r in steps[2:]]  # after the 2-iteration warmup
+    assert all(a >= b for a, b in zip(lrs, lrs[1:])) and lrs[0] > 0.9e-2
+    assert lrs[-1] <= 1e-3 + 0.1 * (1e-2 - 1e-3)  # iterations alone would still be at the peak
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == n and budget <= ckpt["trained_seconds"] < budget + 2
+
+    longer = run_train(*args, "--max_seconds=5", "--init_from=resume", data=data_dir, out=out)
+    assert longer.returncode == 0, longer.stderr
+    more = [r for r in records(out) if "loss" in r and r["iter"] >= n]
+    assert more and more[0]["iter"] == n
+    assert more[0]["lr"] < 0.5 * (1e-2 + 1e-3)  # 3 s of 5 spent: past the cosine's midpoint already
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert 5.0 <= ckpt["trained_seconds"] < 7.0 and ckpt["iter_num"] == n + len(more)
+
+    again = run_train(*args, "--max_seconds=5", "--init_from=resume", data=data_dir, out=out)
+    assert again.returncode == 0, again.stderr
+    assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
@@ -732,6 +772,20 @@ def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tm
         assert b == pytest.approx(a, rel=rel)
     ckpt = load_checkpoint(two / "ckpt.pt")
     assert len(ckpt["rng"]["torch"]) == 2  # each process's dropout RNG, for an exact resume
+
+
+def test_two_processes_end_a_time_budget_together(tmp_path, data_dir):
+    """Under DDP the processes agree on the seconds spent (the mean, in the step's one collective), so they
+    take the same lr and stop at the same iteration: a process that stopped alone would hang the other."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    ddp = subprocess.run([sys.executable, "train.py", "--nproc=2", f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+                          "--max_iters=1000000", "--lr_decay_iters=1000000", "--eval_interval=100000",
+                          "--max_seconds=3"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    steps = [r for r in records(out) if "loss" in r]
+    assert len(steps) > 10 and [r["iter"] for r in records(out) if "val_loss" in r] == [0, len(steps)]
+    assert 3.0 <= load_checkpoint(out / "ckpt.pt")["trained_seconds"] < 5.0
 
 
 def test_config_error_under_torchrun_is_one_line_from_rank_0(tmp_path):
