@@ -277,6 +277,9 @@ def run(main):
     """
     speak = os.environ.get("RANK", "0") == "0"
     before = signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C as Python's own, also where the process started with SIGINT ignored (a script's `cmd &`
+    # job, whose shell ignores it): there Python installs no handler, and kill -INT would do nothing
+    before_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         main()
     except ConfigError as e:
@@ -292,3 +295,4 @@ def run(main):
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGINT, before_int)

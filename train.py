@@ -153,8 +153,9 @@ def resolve(config):
                 "log_interval", "nproc", "muon_ns_steps"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
-    if c["max_iters"] < 0 or c["num_threads"] < 0 or c["max_seconds"] < 0:
-        raise ConfigError("max_iters, max_seconds and num_threads must not be negative")
+    for key in ("max_iters", "max_seconds", "num_threads"):
+        if c[key] < 0:
+            raise ConfigError(f"{key} must not be negative, got {c[key]}")
     if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
         raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
                           f"pip install -U 'torch>=2.9', or --optimizer=adamw")

@@ -216,12 +216,18 @@ def test_default_prompt_leaves_no_blank_lines_at_a_samples_start(out_dir, capsys
             assert s and not s.startswith("\n"), repr(s)
 
 
-@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
-def test_a_stop_mid_sample_ends_the_line_and_says_so(out_dir, signum, code, said):
-    """Ctrl-C, or timeout's SIGTERM (which used to end the process mid-word, with no newline and no word)."""
+@pytest.mark.parametrize("signum, code, said, started_ignoring", [
+    (signal.SIGINT, 130, "interrupted", False), (signal.SIGTERM, 143, "terminated", False),
+    (signal.SIGINT, 130, "interrupted", True)])  # started as a script's `cmd &`, whose shell ignores SIGINT
+def test_a_stop_mid_sample_ends_the_line_and_says_so(out_dir, signum, code, said, started_ignoring):
+    """Ctrl-C, or timeout's SIGTERM (which used to end the process mid-word, with no newline and no word).
+    The stop is heard whatever SIGINT's disposition was at start (the runner's own, else ignored), as
+    train.py hears it."""
+    disposition = signal.SIG_IGN if started_ignoring else signal.SIG_DFL
     proc = subprocess.Popen([sys.executable, "sample.py", f"--out_dir={out_dir}", "--num_samples=1",
                              "--max_new_tokens=1000000", "--start=ROMEO:"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     try:
         assert proc.stdout.read(40)  # sampling has begun
         proc.send_signal(signum)
