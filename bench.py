@@ -694,7 +694,8 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     def val_at(seconds, slack=0):
         """glassgpt's val loss after this much training: its last eval within it (and within slack steps
         more), in each run, the median."""
-        at = [max((e for e in r["evals"] if r["before"].get(e["iter"], 1e30) <= seconds + slack * r["train_s"] / r["iters"]),
+        limit = lambda r: seconds + slack * r["train_s"] / r["iters"]
+        at = [max((e for e in r["evals"] if r["before"].get(e["iter"], 1e30) <= limit(r)),
                   key=lambda e: e["iter"], default=None) for r in runs["glassgpt"]]
         return med([e and e["val_loss"] for e in at])
 

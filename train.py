@@ -1107,9 +1107,10 @@ def train(config, ddp, given, stopper):
             # once, from the first iterations (the first warms up: left out where there are more)
             estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
             guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
-            left, line = time_left(iter_num, end_iter(step), eval_interval, step, guess)
+            end = end_iter(step)
+            left, line = time_left(iter_num, end, eval_interval, step, guess)
             if max_seconds > 0:  # the bar shows where the budget ends
-                bar.total = end_iter(step)
+                bar.total = end
                 bar.refresh()
             if left >= 60:  # a shorter run is over before anyone wonders
                 say(f"estimate: {line} on {device}")
