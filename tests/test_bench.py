@@ -212,6 +212,22 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert t["glassgpt_val_at_3_minutes"] == gg["final_val"] and "after 180 s of training" in out
 
 
+def test_race_gives_glassgpt_nanogpts_training_time_as_a_budget(tmp_path):
+    """--same_time: the main job runs again with --max_seconds set to the training seconds nanoGPT's run
+    just took (the fake's 101 steps of 10 ms: 1.01 s), so its lr decays over them and it ends there."""
+    ng, cfg = make_race(tmp_path)
+    cfg.write_text(cfg.read_text() + "max_iters = 100000\nlr_decay_iters = 100000\nmax_seconds = 3\n")
+    r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
+                       "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=50",
+                       "--same_recipe=false", timeout=600)
+    gg, same_time = r["sides"]["glassgpt"], r["sides"][bench.SAME_TIME]
+    assert 2.9 < gg["train_s"] < 3.5  # the config's own budget, 3 s
+    assert 0.9 < same_time["train_s"] < 1.4 and same_time["iters"] < gg["iters"]  # nanoGPT's 1.01 s
+    assert r["targets"]["glassgpt_val_in_nanogpt_time"] == same_time["final_val"]
+    assert same_time["final_val"] == same_time["runs"][0]["evals"][-1]["val_loss"]
+    assert "given nanoGPT's training time as its budget" in out and "the same, nanoGPT's time" in out
+
+
 def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
     ng, cfg = make_race(tmp_path)
     (ng / "train.py").write_text(FAKE_NANOGPT.replace('"ARGV"', repr(str(tmp_path / "argv.json"))))

@@ -242,7 +242,7 @@ def test_cli_reads_a_train_config_and_overrides(tmp_path):
 
 
 def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
-    """config/tiny.py trains on shakespeare_char: sized with GPT-2's 50257 tokens it would be 7M, not 0.8M."""
+    """config/tiny.py trains on shakespeare_char: sized with GPT-2's 50257 tokens it would be 7M, not 0.6M."""
     data = ROOT / "data" / "shakespeare_char" / "meta.json"
     cfg = tmp_path / "c.py"
     cfg.write_text("dataset = 'no_such_dataset'\nn_layer = 2\n")
