@@ -236,8 +236,9 @@ def train_args(run, out_dir, dataset, data_dir):
             f"--max_iters={iters}", f"--lr_decay_iters={iters}",
             f"--warmup_iters={max(1, iters // 20)}", f"--learning_rate={lr}", f"--min_lr={lr / 10}",
             f"--eval_interval={iters}", "--eval_iters=20", f"--log_interval={max(1, iters // 10)}",
-            "--beta2=0.99", "--weight_decay=0.1", "--seed=1337",  # every value fixed here, not by config/tiny.py
-            "--dropout=0.0", "--always_save_checkpoint=false", "--compile=false", "--device=cpu"]
+            "--beta2=0.99", "--weight_decay=0.1", "--seed=1337",  # every value fixed here, not by config/tiny.py,
+            "--dropout=0.0", "--always_save_checkpoint=false", "--compile=false", "--device=cpu",  # which moves on
+            "--optimizer=adamw", "--max_seconds=0", "--position=rope", "--norm=rmsnorm", "--bias=False"]
     if data_dir:
         args.append(f"--data_dir={data_dir}")
     return args

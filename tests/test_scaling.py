@@ -174,6 +174,19 @@ def test_quick_sweep_is_one_budget_that_brackets_a_minimum_and_says_why_no_expon
     assert table.splitlines()[-1].startswith("fit: one budget, so no exponent")
 
 
+def test_sweep_runs_do_not_follow_tiny_py(tmp_path):
+    """The sweep's runs start from config/tiny.py, whose recipe moves on (Muon, a 3-minute budget): the
+    documented sweep's recipe (AdamW, a schedule of exactly its iterations, no time limit) is pinned."""
+    import train
+    from configurator import config_keys, configure
+    run = scaling.plan_sweep(scaling.SWEEPS["quick"], 65)[0]
+    argv = [os.path.join(ROOT, "config", "tiny.py"), *scaling.train_args(run, str(tmp_path), "shakespeare_char", "")]
+    cfg = configure(config_keys(vars(train)), argv)
+    assert cfg["optimizer"] == "adamw" and cfg["max_seconds"] == 0  # tiny.py: muon, 180
+    assert (cfg["position"], cfg["norm"], cfg["bias"]) == ("rope", "rmsnorm", False)
+    assert cfg["max_iters"] == cfg["lr_decay_iters"] == run["iters"] and cfg["n_layer"] == run["n_layer"]
+
+
 def test_final_val_loss_reads_last_eval(tmp_path):
     log = tmp_path / "log.jsonl"
     lines = [dict(iter=0, loss=4.2, val_loss=4.19), dict(iter=10, loss=3.1, lr=1e-3),
