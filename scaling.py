@@ -19,8 +19,10 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -352,14 +354,38 @@ def dataset_vocab_size(data_dir):
     return read_meta(data_dir)["vocab_size"]
 
 
+_running = set()  # the train.py processes running now, so that a stop can end them
+_stopping = threading.Event()  # set on Ctrl-C: queued trainings do not start
+
+
 def train_one(cmd, cwd):
     """Run one train.py; (seconds, None) or (seconds, the last line it printed) if it failed."""
     t0 = time.time()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if _stopping.is_set():
+        return 0.0, "stopped"
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _running.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        _running.discard(proc)
     tail = None
     if proc.returncode != 0:
-        tail = ((proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["(no output)"])[0]
+        tail = ((err.strip() or out.strip()).splitlines()[-1:] or ["(no output)"])[0]
     return time.time() - t0, tail
+
+
+def stop_trainings(pool):
+    """No queued training starts; the running ones are asked to stop (train.py saves and exits on SIGTERM)."""
+    _stopping.set()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list(_running):
+        proc.terminate()
+    for proc in list(_running):
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_dir="", jobs=0, plan=None):
@@ -401,7 +427,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         todo.append(r)
     # largest first, so the pool does not end waiting on one long run
     todo.sort(key=lambda r: -r["flops"] / r["N"] ** 0.5)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = {}
         for r in todo:
             cmd = [sys.executable, train_py] + base + train_args(r, r["run_dir"], dataset, data_dir)
@@ -410,7 +437,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
             r = futures[future]
             seconds, error = future.result()
             if error:  # stop now: do not wait for the rest of the queue to train first
-                pool.shutdown(wait=False, cancel_futures=True)
+                stop_trainings(pool)
                 raise SystemExit(f"error: train.py failed for {r['run_dir']}: {error}")
             r["seconds"] = seconds
             r["val_loss"] = final_val_loss(os.path.join(r["run_dir"], "log.jsonl"), r["iters"])
@@ -418,6 +445,13 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
                 json.dump(dict(r["key"], val_loss=r["val_loss"], seconds=seconds, N=r["N"], tokens=r["tokens"]), f)
             print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
                   f"val_loss {r['val_loss']:.4f} ({seconds:.0f}s)", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
+        stop_trainings(pool)
+        print(f"interrupted: finished trainings are kept in {out_dir} and reused when the sweep runs again",
+              file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    finally:
+        pool.shutdown(wait=True)
     for r in runs:
         del r["key"], r["run_dir"]
     per_budget, exponent = analyse(runs)
@@ -489,6 +523,7 @@ def main(argv=None):
     sp.add_argument("--data_dir", default="", help="the dataset folder; \"\": data/<dataset>")
     sp.add_argument("--jobs", type=int, default=0, help="trainings at once; 0: one per core")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops, even if started with it ignored
     if args.command == "sweep":
         sweep(quick=args.quick, out_dir=args.out_dir, dataset=args.dataset, data_dir=args.data_dir, jobs=args.jobs)
     else:

@@ -187,6 +187,37 @@ def test_sweep_runs_do_not_follow_tiny_py(tmp_path):
     assert cfg["max_iters"] == cfg["lr_decay_iters"] == run["iters"] and cfg["n_layer"] == run["n_layer"]
 
 
+def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
+    """SIGINT to the sweep alone: queued trainings do not start, running ones end, one line, exit 130."""
+    import signal
+    import time
+    data = tmp_path / "data"
+    data.mkdir()
+    tokens = (np.arange(20000) % 8).astype(np.uint16)
+    tokens[:18000].tofile(data / "train.bin")
+    tokens[18000:].tofile(data / "val.bin")
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                "itos": [chr(65 + i) for i in range(8)]}))
+    out_dir = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
+                             f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    children = lambda: [p for p in os.listdir("/proc") if p.isdigit() and str(out_dir).encode() in
+                        open(f"/proc/{p}/cmdline", "rb").read() and int(p) != proc.pid]
+    deadline = time.time() + 60
+    while len(children()) < 2 and time.time() < deadline:  # both trainings of the first pair have started
+        time.sleep(0.2)
+    assert len(children()) == 2
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and time.time() - t0 < 15
+    assert err.strip().splitlines() == [f"interrupted: finished trainings are kept in {out_dir} and reused when "
+                                        "the sweep runs again"], err
+    assert children() == []  # nothing left training
+    assert len(os.listdir(out_dir)) <= 2  # the three queued trainings never started
+
+
 def test_final_val_loss_reads_last_eval(tmp_path):
     log = tmp_path / "log.jsonl"
     lines = [dict(iter=0, loss=4.2, val_loss=4.19), dict(iter=10, loss=3.1, lr=1e-3),
