@@ -354,38 +354,41 @@ def dataset_vocab_size(data_dir):
     return read_meta(data_dir)["vocab_size"]
 
 
-_running = set()  # the train.py processes running now, so that a stop can end them
-_stopping = threading.Event()  # set on Ctrl-C: queued trainings do not start
+class Trainings:
+    """The sweep's train.py processes: the running ones, so that a stop can end them, and whether a stop
+    came, so that queued ones do not start."""
+
+    def __init__(self):
+        self.running, self.stopping = set(), threading.Event()
+
+    def stop(self, pool):
+        """No queued training starts; the running ones are asked to stop (train.py saves and exits on SIGTERM)."""
+        self.stopping.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(self.running):
+            proc.terminate()
+        for proc in list(self.running):
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
-def train_one(cmd, cwd):
+def train_one(cmd, cwd, trainings):
     """Run one train.py; (seconds, None) or (seconds, the last line it printed) if it failed."""
     t0 = time.time()
-    if _stopping.is_set():
+    if trainings.stopping.is_set():
         return 0.0, "stopped"
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _running.add(proc)
+    trainings.running.add(proc)
     try:
         out, err = proc.communicate()
     finally:
-        _running.discard(proc)
+        trainings.running.discard(proc)
     tail = None
     if proc.returncode != 0:
         tail = ((err.strip() or out.strip()).splitlines()[-1:] or ["(no output)"])[0]
     return time.time() - t0, tail
-
-
-def stop_trainings(pool):
-    """No queued training starts; the running ones are asked to stop (train.py saves and exits on SIGTERM)."""
-    _stopping.set()
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list(_running):
-        proc.terminate()
-    for proc in list(_running):
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_dir="", jobs=0, plan=None):
@@ -427,17 +430,17 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         todo.append(r)
     # largest first, so the pool does not end waiting on one long run
     todo.sort(key=lambda r: -r["flops"] / r["N"] ** 0.5)
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    pool, trainings = ThreadPoolExecutor(max_workers=jobs), Trainings()
     try:
         futures = {}
         for r in todo:
             cmd = [sys.executable, train_py] + base + train_args(r, r["run_dir"], dataset, data_dir)
-            futures[pool.submit(train_one, cmd + [f"--num_threads={threads}"], here)] = r
+            futures[pool.submit(train_one, cmd + [f"--num_threads={threads}"], here, trainings)] = r
         for n, future in enumerate(as_completed(futures), 1):
             r = futures[future]
             seconds, error = future.result()
             if error:  # stop now: do not wait for the rest of the queue to train first
-                stop_trainings(pool)
+                trainings.stop(pool)
                 raise SystemExit(f"error: train.py failed for {r['run_dir']}: {error}")
             r["seconds"] = seconds
             r["val_loss"] = final_val_loss(os.path.join(r["run_dir"], "log.jsonl"), r["iters"])
@@ -446,7 +449,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
             print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
                   f"val_loss {r['val_loss']:.4f} ({seconds:.0f}s)", flush=True)
     except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
-        stop_trainings(pool)
+        trainings.stop(pool)
         print(f"interrupted: finished trainings are kept in {out_dir} and reused when the sweep runs again",
               file=sys.stderr, flush=True)
         raise SystemExit(130) from None

@@ -202,8 +202,17 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
                              f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    children = lambda: [p for p in os.listdir("/proc") if p.isdigit() and str(out_dir).encode() in
-                        open(f"/proc/{p}/cmdline", "rb").read() and int(p) != proc.pid]
+    def children():
+        """The processes whose command line names out_dir, the sweep's own aside."""
+        found = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if str(out_dir).encode() in f.read():
+                        found.append(pid)
+            except OSError:  # it ended between the listing and the read
+                pass
+        return found
     deadline = time.time() + 60
     while len(children()) < 2 and time.time() < deadline:  # both trainings of the first pair have started
         time.sleep(0.2)
