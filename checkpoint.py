@@ -106,6 +106,12 @@ ARCEE_NAMES = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "a
 ARCEE_ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu"}
 
 
+def is_export(folder):
+    """True for a Hugging Face folder as export.py writes it: config.json, the weights and glassgpt's meta.json."""
+    has = lambda name: os.path.isfile(os.path.join(folder, name))  # noqa: E731
+    return has("config.json") and has("meta.json") and (has("model.safetensors") or has("model.safetensors.index.json"))
+
+
 def folder_config(folder):
     """A Hugging Face folder's config.json as a dict; {} if it has none."""
     path = os.path.join(folder, "config.json")

@@ -14,6 +14,7 @@ pipeline("text-generation", model=folder), and back into glassgpt with --init_fr
 GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
 untied head, with or without biases (no bias is exported as a zero bias). Rotary positions with RMSNorm
 export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no match: a one-line error.
+A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
 import json

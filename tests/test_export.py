@@ -166,6 +166,29 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
 
 
+def test_a_new_run_moves_the_earlier_runs_exports_with_it(tmp_path):
+    """out_dir/hf (and a folder exported under another name inside out_dir) belong to the run they came
+    from: a new run there moves them to previous/ with it, so --init_from=out_dir/hf cannot load the old
+    model and export.py writes the new one's hf/ without --overwrite. A user's own folder stays."""
+    meta = tokenizer.char_meta(CHARS)
+    out = tmp_path / "run"
+    write_run(out, meta)
+    export.main([f"--out_dir={out}"])
+    export.main([f"--out_dir={out}", f"--folder={out / 'my-gpt'}"])
+    (out / "notes").mkdir()  # not an export: a config.json alone
+    (out / "notes" / "config.json").write_text("{}")
+    exported = {p.name: p.read_bytes() for p in (out / "hf").iterdir()}
+    moved = train.keep_previous_run(str(out))  # what a new run does first
+    kept = next((out / "previous").iterdir())
+    assert not (out / "hf").exists() and not (out / "my-gpt").exists()
+    assert {p.name: p.read_bytes() for p in (kept / "hf").iterdir()} == exported
+    assert checkpoint.is_export(kept / "my-gpt") and (out / "notes" / "config.json").is_file()
+    assert "exported as hf/, my-gpt/" in moved and str(kept) in moved
+    write_run(out, meta, seed=1)  # the new run's model
+    export.main([f"--out_dir={out}"])  # no "exists": hf/ is free for it
+    assert (out / "hf" / "model.safetensors").read_bytes() != exported["model.safetensors"]
+
+
 ROPE = dict(position="rope", norm="rmsnorm")  # config/tiny.py's switches: the folder is Arcee's
 
 
