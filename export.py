@@ -286,9 +286,15 @@ def main(argv=None):
     except ImportError as e:
         raise ConfigError(f"export needs transformers, tokenizers and safetensors ({e.name} is missing): "
                           "pip install transformers") from None
+    transformers.utils.logging.set_verbosity_error()  # its shard bars and notices are noise: our line says
+    transformers.utils.logging.disable_progress_bar()  # what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
         export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))
+        umask = os.umask(0)  # read it: os has no other way
+        os.umask(umask)
+        for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
+            os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
         if os.path.exists(path):  # the old folder goes only now that the new one is complete
             shutil.rmtree(path)
         os.replace(tmp, path)

@@ -166,6 +166,18 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
 
 
+def test_export_says_one_line_and_writes_files_as_the_umask_says(tmp_path):
+    """The command prints only its own line (no transformers shard bar), and every file gets the mode a
+    plain open() would give under the user's umask (safetensors' temp file was 0600)."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    result = subprocess.run([sys.executable, str(ROOT / "export.py"), f"--out_dir={tmp_path / 'run'}"],
+                            capture_output=True, text=True, cwd=ROOT, umask=0o027)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("wrote "), result.stdout
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "run" / "hf").iterdir()}
+    assert "model.safetensors" in modes and set(modes.values()) == {oct(0o640)}, modes
+
+
 def test_a_new_run_moves_the_earlier_runs_exports_with_it(tmp_path):
     """out_dir/hf (and a folder exported under another name inside out_dir) belong to the run they came
     from: a new run there moves them to previous/ with it, so --init_from=out_dir/hf cannot load the old
