@@ -6,6 +6,7 @@ torch.load(..., weights_only=True) can read it: a file someone hands you cannot 
 """
 
 import json
+import math
 import os
 import warnings
 
@@ -50,6 +51,17 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt
+
+
+def checkpoint_summary(iter_num, best_val_loss):
+    """
+    "iter N, best val loss X": what a checkpoint holds, for the lines that say so (sample.py, lens.py,
+    train.py's run moved aside). A run saved before its first eval still holds inf: "no eval yet".
+    """
+    if best_val_loss is None:
+        return f"iter {iter_num}"
+    loss = float(best_val_loss)  # nanoGPT saves a tensor
+    return f"iter {iter_num}, " + (f"best val loss {loss:.4f}" if math.isfinite(loss) else "no eval yet")
 
 
 def earlier_runs(out_dir):

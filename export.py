@@ -18,6 +18,7 @@ A folder inside out_dir belongs to the run: a new training run there moves it to
 """
 
 import json
+import math
 import os
 import shutil
 
@@ -195,8 +196,11 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
-    loss = checkpoint.get("best_val_loss")
-    loss = f"{float(loss):.4f} nats per token (the lowest validation loss the run recorded)" if loss is not None else "not recorded"
+    loss = float(checkpoint.get("best_val_loss", "nan"))
+    if math.isfinite(loss):
+        loss = f"{loss:.4f} nats per token (the lowest validation loss the run recorded)"
+    else:  # inf: the run's starting value, so the checkpoint was saved before its first eval
+        loss = "none yet (saved before the run's first eval)" if loss == math.inf else "not recorded"
     return f"""---
 library_name: transformers
 pipeline_tag: text-generation

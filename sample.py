@@ -19,7 +19,7 @@ if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rat
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
-from checkpoint import load_checkpoint, model_from_checkpoint, model_from_pretrained
+from checkpoint import checkpoint_summary, load_checkpoint, model_from_checkpoint, model_from_pretrained
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
 from model import PRETRAINED
 from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
@@ -72,8 +72,8 @@ def load_model(cfg):
     name = cfg["init_from"]
     if name == "resume":
         checkpoint, path, model, meta, meta_from = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
-        return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
-                             f"{float(checkpoint.get('best_val_loss', 'nan')):.4f}), tokenizer from {meta_from}")
+        summary = checkpoint_summary(checkpoint.get("iter_num", "?"), checkpoint.get("best_val_loss"))
+        return model, meta, f"loaded {path} ({summary}), tokenizer from {meta_from}"
     try:
         model = model_from_pretrained(name)
     except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder

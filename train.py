@@ -59,8 +59,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (current_model_args, is_export, is_nanogpt, load_checkpoint, model_from_checkpoint,
-                        model_from_pretrained, save_checkpoint)
+from checkpoint import (checkpoint_summary, current_model_args, is_export, is_nanogpt, load_checkpoint,
+                        model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
 from model import GPT, OPTIMIZERS, PRETRAINED, GPTConfig
@@ -476,9 +476,7 @@ def keep_previous_run(out_dir):
     os.makedirs(dest)
     for name in files + exports:
         os.replace(path(name), os.path.join(dest, name))
-    held = f"iter {iter_num}" if iter_num is not None else "no checkpoint"
-    if best is not None and math.isfinite(best):
-        held += f", best val loss {best:.4f}"
+    held = checkpoint_summary(iter_num, best) if iter_num is not None else "no checkpoint"
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"

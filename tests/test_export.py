@@ -104,6 +104,15 @@ def test_char_model_exports_and_runs_in_transformers(tmp_path, capsys):
     assert "1.7500" in card and "hf upload" in card  # huggingface_hub 2.4 has no huggingface-cli
 
 
+def test_model_card_of_a_checkpoint_from_before_the_first_eval(tmp_path):
+    """train.py's best val loss starts at inf: a checkpoint saved before the first eval has none to state."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    ckpt = checkpoint.load_checkpoint(tmp_path / "run" / "ckpt.pt")
+    card = export.model_card("x", {**ckpt, "best_val_loss": float("inf")}, GPTConfig(**ckpt["model_args"]),
+                             tokenizer.char_meta(CHARS), "ckpt.pt")
+    assert "Validation loss: none yet (saved before the run's first eval)" in card and "inf" not in card
+
+
 @pytest.mark.parametrize("switches", [
     dict(bias=True, activation="gelu"),  # a nanoGPT model: the erf GELU, exported as "gelu"
     dict(bias=True, tie_weights=False),
