@@ -13,7 +13,7 @@ import warnings
 import torch
 
 from configurator import ConfigError
-from model import GPT, GPTConfig
+from model import GPT, PRETRAINED, GPTConfig
 
 
 def save_checkpoint(obj, path):
@@ -134,6 +134,29 @@ def folder_config(folder):
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not a JSON object")
     return config
+
+
+def check_init_from(name, modes):
+    """
+    --init_from checked before anything loads: one of modes ("resume", ...), a GPT-2 size, or a folder
+    with a Hugging Face model's config.json. Else a one-line ConfigError saying what is missing where.
+    """
+    if name in modes + PRETRAINED:
+        return
+    want = "a Hugging Face model folder (config.json and model.safetensors, as export.py writes)"
+    if not os.path.isdir(name):
+        base, parent = os.path.basename(os.path.normpath(name)), os.path.dirname(os.path.normpath(name))
+        moved = [os.path.join(d, base) for d in earlier_runs(parent) if os.path.isdir(os.path.join(d, base))]
+        if moved:  # out_dir/hf, moved with its run by a new run into out_dir (train.py)
+            raise ConfigError(f"init_from folder {name} does not exist: an earlier run's export there was moved "
+                              f"aside to {moved[-1]}: pass --init_from={moved[-1]}")
+        what = "is a file, not a folder" if os.path.exists(name) else "does not exist"
+        raise ConfigError(f"init_from folder {name} {what}; init_from takes {', '.join(modes + PRETRAINED)}, "
+                          f"or {want}")
+    if not os.path.isfile(os.path.join(name, "config.json")):
+        run = any(os.path.isfile(os.path.join(name, f)) for f in ("ckpt.pt", "best.pt"))
+        raise ConfigError(f"init_from folder {name} has no config.json: expected {want}" +
+                          (f"; it holds a training run, which --init_from=resume --out_dir={name} reads" if run else ""))
 
 
 def model_from_pretrained(name_or_path, dropout=0.0):

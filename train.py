@@ -59,11 +59,11 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (checkpoint_summary, current_model_args, is_export, is_nanogpt, load_checkpoint,
-                        model_from_checkpoint, model_from_pretrained, save_checkpoint)
+from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
+                        load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, OPTIMIZERS, PRETRAINED, GPTConfig
+from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
 from tokenizer import find_meta, read_meta, write_meta
 
@@ -160,9 +160,7 @@ def resolve(config):
     if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
         raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
                           f"pip install -U 'torch>=2.9', or --optimizer=adamw")
-    if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
-        raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
-                          f"model folder, got {c['init_from']!r}")
+    check_init_from(c["init_from"], ("scratch", "resume"))
     if c["optimizer"] not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {c['optimizer']!r}")
     if c["eval_only"] and c["init_from"] == "scratch":

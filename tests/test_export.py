@@ -205,6 +205,8 @@ def test_a_new_run_moves_the_earlier_runs_exports_with_it(tmp_path):
     assert {p.name: p.read_bytes() for p in (kept / "hf").iterdir()} == exported
     assert checkpoint.is_export(kept / "my-gpt") and (out / "notes" / "config.json").is_file()
     assert "exported as hf/, my-gpt/" in moved and str(kept) in moved
+    with pytest.raises(ConfigError, match=re.escape(f"moved aside to {kept / 'hf'}: pass --init_from={kept / 'hf'}")):
+        checkpoint.check_init_from(str(out / "hf"), ("resume",))  # sample.py's, lens.py's, train.py's first check
     write_run(out, meta, seed=1)  # the new run's model
     export.main([f"--out_dir={out}"])  # no "exists": hf/ is free for it
     assert (out / "hf" / "model.safetensors").read_bytes() != exported["model.safetensors"]
