@@ -6,13 +6,14 @@ torch.load(..., weights_only=True) can read it: a file someone hands you cannot 
 """
 
 import json
+import math
 import os
 import warnings
 
 import torch
 
 from configurator import ConfigError
-from model import GPT, GPTConfig
+from model import GPT, PRETRAINED, GPTConfig
 
 
 def save_checkpoint(obj, path):
@@ -50,6 +51,17 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt
+
+
+def checkpoint_summary(iter_num, best_val_loss):
+    """
+    "iter N, best val loss X": what a checkpoint holds, for the lines that say so (sample.py, lens.py,
+    train.py's run moved aside). A run saved before its first eval still holds inf: "no eval yet".
+    """
+    if best_val_loss is None:
+        return f"iter {iter_num}"
+    loss = float(best_val_loss)  # nanoGPT saves a tensor
+    return f"iter {iter_num}, " + (f"best val loss {loss:.4f}" if math.isfinite(loss) else "no eval yet")
 
 
 def earlier_runs(out_dir):
@@ -106,6 +118,12 @@ ARCEE_NAMES = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "a
 ARCEE_ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu"}
 
 
+def is_export(folder):
+    """True for a Hugging Face folder as export.py writes it: config.json, the weights and glassgpt's meta.json."""
+    has = lambda name: os.path.isfile(os.path.join(folder, name))  # noqa: E731
+    return has("config.json") and has("meta.json") and (has("model.safetensors") or has("model.safetensors.index.json"))
+
+
 def folder_config(folder):
     """A Hugging Face folder's config.json as a dict; {} if it has none."""
     path = os.path.join(folder, "config.json")
@@ -116,6 +134,29 @@ def folder_config(folder):
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not a JSON object")
     return config
+
+
+def check_init_from(name, modes):
+    """
+    --init_from checked before anything loads: one of modes ("resume", ...), a GPT-2 size, or a folder
+    with a Hugging Face model's config.json. Else a one-line ConfigError saying what is missing where.
+    """
+    if name in modes + PRETRAINED:
+        return
+    want = "a Hugging Face model folder (config.json and model.safetensors, as export.py writes)"
+    if not os.path.isdir(name):
+        base, parent = os.path.basename(os.path.normpath(name)), os.path.dirname(os.path.normpath(name))
+        moved = [os.path.join(d, base) for d in earlier_runs(parent) if os.path.isdir(os.path.join(d, base))]
+        if moved:  # out_dir/hf, moved with its run by a new run into out_dir (train.py)
+            raise ConfigError(f"init_from folder {name} does not exist: an earlier run's export there was moved "
+                              f"aside to {moved[-1]}: pass --init_from={moved[-1]}")
+        what = "is a file, not a folder" if os.path.exists(name) else "does not exist"
+        raise ConfigError(f"init_from folder {name} {what}; init_from takes {', '.join(modes + PRETRAINED)}, "
+                          f"or {want}")
+    if not os.path.isfile(os.path.join(name, "config.json")):
+        run = any(os.path.isfile(os.path.join(name, f)) for f in ("ckpt.pt", "best.pt"))
+        raise ConfigError(f"init_from folder {name} has no config.json: expected {want}" +
+                          (f"; it holds a training run, which --init_from=resume --out_dir={name} reads" if run else ""))
 
 
 def model_from_pretrained(name_or_path, dropout=0.0):

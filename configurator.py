@@ -169,9 +169,10 @@ def help_text(script, sections, sources):
 
 
 def config_keys(namespace):
-    """The configurable names of a script's globals: public ints, floats, bools, strs and Nones."""
+    """The configurable names of a script's globals: public ints, floats, bools, strs and Nones, not
+    CONSTANTS (export.py's EOT, imported from tokenizer.py, is no key)."""
     return {k: v for k, v in namespace.items()
-            if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
+            if not k.startswith("_") and not k.isupper() and isinstance(v, (int, float, bool, str, type(None)))}
 
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -14,9 +14,11 @@ pipeline("text-generation", model=folder), and back into glassgpt with --init_fr
 GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
 untied head, with or without biases (no bias is exported as a zero bias). Rotary positions with RMSNorm
 export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no match: a one-line error.
+A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
 import json
+import math
 import os
 import shutil
 
@@ -194,8 +196,11 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
-    loss = checkpoint.get("best_val_loss")
-    loss = f"{float(loss):.4f} nats per token (the lowest validation loss the run recorded)" if loss is not None else "not recorded"
+    loss = float(checkpoint.get("best_val_loss", "nan"))
+    if math.isfinite(loss):
+        loss = f"{loss:.4f} nats per token (the lowest validation loss the run recorded)"
+    else:  # inf: the run's starting value, so the checkpoint was saved before its first eval
+        loss = "none yet (saved before the run's first eval)" if loss == math.inf else "not recorded"
     return f"""---
 library_name: transformers
 pipeline_tag: text-generation
@@ -285,9 +290,15 @@ def main(argv=None):
     except ImportError as e:
         raise ConfigError(f"export needs transformers, tokenizers and safetensors ({e.name} is missing): "
                           "pip install transformers") from None
+    transformers.utils.logging.set_verbosity_error()  # its shard bars and notices are noise: our line says
+    transformers.utils.logging.disable_progress_bar()  # what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
         export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))
+        umask = os.umask(0)  # read it: os has no other way
+        os.umask(umask)
+        for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
+            os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
         if os.path.exists(path):  # the old folder goes only now that the new one is complete
             shutil.rmtree(path)
         os.replace(tmp, path)

@@ -25,6 +25,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from checkpoint import check_init_from
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
 from sample import encode_prompt, load_model, read_prompt
 from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
@@ -420,6 +421,7 @@ def write_page(data, path):
 # ----------------------------------------------------------------------------- the command
 
 def check(cfg):
+    check_init_from(cfg["init_from"], ("resume",))
     if cfg["color"] not in ("auto", "always", "never"):
         raise ConfigError(f"color must be auto, always or never, got {cfg['color']!r}")
     for key in ("stride", "batch_size", "top"):

@@ -19,9 +19,9 @@ if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rat
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
-from checkpoint import load_checkpoint, model_from_checkpoint, model_from_pretrained
+from checkpoint import (check_init_from, checkpoint_summary, load_checkpoint, model_from_checkpoint,
+                        model_from_pretrained)
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
-from model import PRETRAINED
 from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
 
 # -----------------------------------------------------------------------------
@@ -60,9 +60,7 @@ def check(cfg):
     p = cfg["top_p"]
     if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 < p <= 1):
         raise ConfigError(f"top_p must be a number in (0, 1] or None, got {p!r}")
-    if cfg["init_from"] not in ("resume",) + PRETRAINED and not os.path.isdir(cfg["init_from"]):
-        raise ConfigError(f"init_from must be resume, {', '.join(PRETRAINED)} or a model folder, "
-                          f"got {cfg['init_from']!r}")
+    check_init_from(cfg["init_from"], ("resume",))
     if cfg["ckpt"] and not cfg["ckpt"].endswith(".pt"):
         raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {cfg['ckpt']!r}")
 
@@ -72,8 +70,8 @@ def load_model(cfg):
     name = cfg["init_from"]
     if name == "resume":
         checkpoint, path, model, meta, meta_from = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
-        return model, meta, (f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, best val loss "
-                             f"{float(checkpoint.get('best_val_loss', 'nan')):.4f}), tokenizer from {meta_from}")
+        summary = checkpoint_summary(checkpoint.get("iter_num", "?"), checkpoint.get("best_val_loss"))
+        return model, meta, f"loaded {path} ({summary}), tokenizer from {meta_from}"
     try:
         model = model_from_pretrained(name)
     except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder
@@ -93,9 +91,9 @@ def load_run(folder, ckpt="", meta=""):
     or nanoGPT's: ckpt names the file ("" = best.pt if there is one, else ckpt.pt), meta the tokenizer.
     """
     if not os.path.isdir(folder):
-        what = "is a file, not a run's folder" if os.path.exists(folder) else "does not exist"
-        raise ConfigError(f"out_dir {folder} {what}: train a model first (python train.py config/tiny.py) "
-                          "or pass --out_dir=<its out_dir>")
+        what = "is a file" if os.path.exists(folder) else "does not exist"
+        raise ConfigError(f"out_dir {folder} {what}: expected a training run's folder there (its ckpt.pt or "
+                          "best.pt); train a model first (python train.py config/tiny.py) or pass --out_dir=<its out_dir>")
     path = os.path.join(folder, ckpt or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt"))
     checkpoint = load_checkpoint(path)
     try:

@@ -19,8 +19,9 @@ out_dir receives:
                 every eval {"iter", "train_loss", "val_loss", "lr", "elapsed"}
     meta.json   the dataset's tokenizer, so sample.py can decode
     loss.png    the loss curves and the gradient norm (if matplotlib is installed)
-    previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files
-                to previous/<when it last wrote>-iter<N>/, says so, and sample.py reads that folder as before
+    previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files,
+                and the folders export.py wrote there (hf/), to previous/<when it last wrote>-iter<N>/, says so,
+                and sample.py reads that folder as before
 
 --init_from=resume continues the checkpoint's model: the model keys left unset take its values, and one set
 (in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
@@ -58,11 +59,11 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint, model_from_pretrained,
-                        save_checkpoint)
+from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
+                        load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run)
-from model import GPT, OPTIMIZERS, PRETRAINED, GPTConfig
+from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
 from tokenizer import find_meta, read_meta, write_meta
 
@@ -159,9 +160,7 @@ def resolve(config):
     if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
         raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
                           f"pip install -U 'torch>=2.9', or --optimizer=adamw")
-    if c["init_from"] not in ("scratch", "resume") + PRETRAINED and not os.path.isdir(c["init_from"]):
-        raise ConfigError(f"init_from must be scratch, resume, {', '.join(PRETRAINED)} or a Hugging Face "
-                          f"model folder, got {c['init_from']!r}")
+    check_init_from(c["init_from"], ("scratch", "resume"))
     if c["optimizer"] not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {c['optimizer']!r}")
     if c["eval_only"] and c["init_from"] == "scratch":
@@ -457,7 +456,9 @@ def keep_previous_run(out_dir):
     """
     A new run into an out_dir that holds an earlier run's checkpoints or log first moves that run's files
     to out_dir/previous/<when it last wrote>-iter<N>/: a rename each, cheap at any size, and sample.py
-    reads that folder as it read out_dir. Returns a line saying so, or None if out_dir held no run.
+    reads that folder as it read out_dir. Its Hugging Face exports (export.py's hf/, or any folder inside
+    out_dir export.py wrote) go with it: left behind, --init_from=out_dir/hf would load the old model.
+    Returns a line saying so, or None if out_dir held no run.
     """
     path = lambda name: os.path.join(out_dir, name)
     if not (os.path.isfile(path("ckpt.pt")) or os.path.isfile(path("best.pt"))
@@ -465,16 +466,17 @@ def keep_previous_run(out_dir):
         return None
     iter_num, best = run_summary(out_dir)
     files = [n for n in RUN_FILES if os.path.isfile(path(n))]
+    exports = [n for n in sorted(os.listdir(out_dir)) if n != "previous" and is_export(path(n))]
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
     dest = os.path.join(out_dir, "previous", stamp + (f"-iter{iter_num}" if iter_num is not None else ""))
     while os.path.exists(dest):
         dest += "+"
     os.makedirs(dest)
-    for name in files:
+    for name in files + exports:
         os.replace(path(name), os.path.join(dest, name))
-    held = f"iter {iter_num}" if iter_num is not None else "no checkpoint"
-    if best is not None and math.isfinite(best):
-        held += f", best val loss {best:.4f}"
+    held = checkpoint_summary(iter_num, best) if iter_num is not None else "no checkpoint"
+    if exports:
+        held += f", exported as {', '.join(n + '/' for n in exports)}"
     return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"
 
 

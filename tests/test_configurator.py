@@ -154,8 +154,13 @@ def test_broken_config_file_is_a_config_error(tmp_path):
 
 def test_config_keys_takes_the_public_plain_values():
     namespace = {"batch_size": 4, "lr": 1e-3, "flag": True, "name": "x", "top_k": None,
-                 "_hidden": 1, "items": [1, 2], "pytest": pytest, "fn": len}
+                 "_hidden": 1, "items": [1, 2], "pytest": pytest, "fn": len, "EOT": "<|endoftext|>"}
     assert config_keys(namespace) == {"batch_size": 4, "lr": 1e-3, "flag": True, "name": "x", "top_k": None}
+
+
+def test_export_help_lists_no_constant_as_a_key():
+    p = subprocess.run([sys.executable, "export.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "--out_dir=out" in p.stdout and "--EOT" not in p.stdout, p.stdout
 
 
 def test_run_turns_a_config_error_into_one_line_and_exit_2(capsys):

@@ -104,6 +104,15 @@ def test_char_model_exports_and_runs_in_transformers(tmp_path, capsys):
     assert "1.7500" in card and "hf upload" in card  # huggingface_hub 2.4 has no huggingface-cli
 
 
+def test_model_card_of_a_checkpoint_from_before_the_first_eval(tmp_path):
+    """train.py's best val loss starts at inf: a checkpoint saved before the first eval has none to state."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    ckpt = checkpoint.load_checkpoint(tmp_path / "run" / "ckpt.pt")
+    card = export.model_card("x", {**ckpt, "best_val_loss": float("inf")}, GPTConfig(**ckpt["model_args"]),
+                             tokenizer.char_meta(CHARS), "ckpt.pt")
+    assert "Validation loss: none yet (saved before the run's first eval)" in card and "inf" not in card
+
+
 @pytest.mark.parametrize("switches", [
     dict(bias=True, activation="gelu"),  # a nanoGPT model: the erf GELU, exported as "gelu"
     dict(bias=True, tie_weights=False),
@@ -164,6 +173,43 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'mine'}", "--overwrite=true"])
     assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_export_says_one_line_and_writes_files_as_the_umask_says(tmp_path):
+    """The command prints only its own line (no transformers shard bar), and every file gets the mode a
+    plain open() would give under the user's umask (safetensors' temp file was 0600)."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    result = subprocess.run([sys.executable, str(ROOT / "export.py"), f"--out_dir={tmp_path / 'run'}"],
+                            capture_output=True, text=True, cwd=ROOT, umask=0o027)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("wrote "), result.stdout
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "run" / "hf").iterdir()}
+    assert "model.safetensors" in modes and set(modes.values()) == {oct(0o640)}, modes
+
+
+def test_a_new_run_moves_the_earlier_runs_exports_with_it(tmp_path):
+    """out_dir/hf (and a folder exported under another name inside out_dir) belong to the run they came
+    from: a new run there moves them to previous/ with it, so --init_from=out_dir/hf cannot load the old
+    model and export.py writes the new one's hf/ without --overwrite. A user's own folder stays."""
+    meta = tokenizer.char_meta(CHARS)
+    out = tmp_path / "run"
+    write_run(out, meta)
+    export.main([f"--out_dir={out}"])
+    export.main([f"--out_dir={out}", f"--folder={out / 'my-gpt'}"])
+    (out / "notes").mkdir()  # not an export: a config.json alone
+    (out / "notes" / "config.json").write_text("{}")
+    exported = {p.name: p.read_bytes() for p in (out / "hf").iterdir()}
+    moved = train.keep_previous_run(str(out))  # what a new run does first
+    kept = next((out / "previous").iterdir())
+    assert not (out / "hf").exists() and not (out / "my-gpt").exists()
+    assert {p.name: p.read_bytes() for p in (kept / "hf").iterdir()} == exported
+    assert checkpoint.is_export(kept / "my-gpt") and (out / "notes" / "config.json").is_file()
+    assert "exported as hf/, my-gpt/" in moved and str(kept) in moved
+    with pytest.raises(ConfigError, match=re.escape(f"moved aside to {kept / 'hf'}: pass --init_from={kept / 'hf'}")):
+        checkpoint.check_init_from(str(out / "hf"), ("resume",))  # sample.py's, lens.py's, train.py's first check
+    write_run(out, meta, seed=1)  # the new run's model
+    export.main([f"--out_dir={out}"])  # no "exists": hf/ is free for it
+    assert (out / "hf" / "model.safetensors").read_bytes() != exported["model.safetensors"]
 
 
 ROPE = dict(position="rope", norm="rmsnorm")  # config/tiny.py's switches: the folder is Arcee's

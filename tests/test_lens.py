@@ -305,6 +305,7 @@ def bad_cases(out_dir):
         "stride too long": ([f"--out_dir={out_dir}", f"--eval={out_dir / 'empty.txt'}", "--stride=65"], "stride 65"),
         "bad colour": ([f"--out_dir={out_dir}", "--color=sometimes"], "color must be"),
         "bad key": ([f"--out_dir={out_dir}", "--strat=x"], "did you mean start?"),
+        "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not exist"),
     }
 
 

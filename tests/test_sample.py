@@ -16,7 +16,7 @@ import torch
 
 import sample
 import tokenizer
-from checkpoint import save_checkpoint
+from checkpoint import load_checkpoint, save_checkpoint
 from model import GPT, GPTConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,6 +108,17 @@ def test_best_pt_preferred_unless_ckpt_given(out_dir, capsys):
     assert best != latest  # different weights, different greedy text
 
 
+def test_a_checkpoint_from_before_the_first_eval_says_so(out_dir, capsys):
+    """A ckpt.pt saved before the run's first eval (a stop at iter 3) holds train.py's starting best val
+    loss, inf, which is no loss at all: sample.py (and lens.py, through it) says "no eval yet", not "inf"."""
+    _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=1")
+    assert "(iter 7, best val loss 4.2500)" in err
+    ckpt = load_checkpoint(out_dir / "ckpt.pt")
+    save_checkpoint({**ckpt, "iter_num": 3, "best_val_loss": float("inf")}, str(out_dir / "ckpt.pt"))
+    _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=1")
+    assert "(iter 3, no eval yet)" in err and "inf" not in err, err
+
+
 def test_tokenizer_from_the_training_dataset(tmp_path, monkeypatch, capsys):
     """No meta.json in out_dir: sample.py reads data/<config dataset>/meta.json."""
     (tmp_path / "run").mkdir()
@@ -146,7 +157,8 @@ def bad_cases(out_dir):
     (out_dir / "zero").mkdir()
     (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
     return {
-        "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist"),
+        "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
+                            "expected a training run's folder there (its ckpt.pt or best.pt)"),
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
         "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
@@ -159,8 +171,15 @@ def bad_cases(out_dir):
         "zero-byte checkpoint": ([f"--out_dir={out_dir / 'zero'}"], "cannot read checkpoint"),
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
         "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
-        "bad init_from": (["--init_from=llama"], "init_from must be resume, gpt2"),
-        "made-up GPT-2 size": (["--init_from=gpt2-xxl"], "init_from must be resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl"),
+        "bad init_from": (["--init_from=llama"], "init_from folder llama does not exist; init_from takes resume, gpt2"),
+        "made-up GPT-2 size": (["--init_from=gpt2-xxl"], "init_from takes resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl"),
+        "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not "
+                                     "exist; init_from takes resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl, or a Hugging "
+                                     "Face model folder (config.json and model.safetensors, as export.py writes)"),
+        "a run's folder as init_from": ([f"--init_from={out_dir}"], f"init_from folder {out_dir} has no config.json: "
+                                        "expected a Hugging Face model folder (config.json and model.safetensors, as "
+                                        f"export.py writes); it holds a training run, which --init_from=resume "
+                                        f"--out_dir={out_dir} reads"),
     }
 
 
@@ -175,7 +194,7 @@ def test_bad_inputs_in_process(out_dir, capsys):
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], (name, err)
 
 
-@pytest.mark.parametrize("name", ["corrupt checkpoint", "char not in vocab", "bad key"])
+@pytest.mark.parametrize("name", ["corrupt checkpoint", "char not in vocab", "bad key", "missing init_from folder"])
 def test_bad_inputs_as_a_user_sees_them(out_dir, name):
     args, message = bad_cases(out_dir)[name]
     proc = subprocess.run([sys.executable, "sample.py", "--max_new_tokens=3", *args], cwd=REPO,
