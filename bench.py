@@ -24,9 +24,10 @@ import statistics
 import sys
 import time
 
-if __name__ == "__main__":  # as train.py and sample.py, so that what is timed here is what they run: with
-    # other work on the cores, spinning OpenMP threads made the tiny step 16x slower (9.1 s against 0.55 s)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # as the other scripts, so that what is timed here is what they run: with other
+    # work on the cores, spinning OpenMP threads made the tiny step 16x slower (9.1 s against 0.55 s)
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import torch
 from torch.nn import functional as F
 

@@ -49,9 +49,9 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin, which with other
-    # work on the cores made steps up to 15x slower; on a quiet machine it costs ~2% (docs/cpu.md)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import numpy as np
 import torch
 import torch.distributed as dist
