@@ -76,7 +76,7 @@ DEFAULTS = {
         gradient_accumulation_steps=1,  # micro-batches per step
         compile=False,  # torch.compile the model (the first steps compile, in the warm-up)
         profile=False,  # also list the ops the time goes to (torch.profiler)
-        optimizer="default",  # default (train.py's AdamW) | fused | foreach | forloop
+        optimizer="default",  # default (train.py's AdamW) | fused | foreach | forloop (AdamW's kinds) | muon
         weight_decay=0.1,  # AdamW's, as train.py's key
         learning_rate=1e-3,  # AdamW's, as train.py's key
         beta1=0.9,  # AdamW's, as train.py's key
@@ -244,6 +244,20 @@ def make_optimizer(model, cfg):
     return torch.optim.AdamW(groups, lr=cfg["learning_rate"], betas=betas, **OPTIMIZERS[cfg["optimizer"]])
 
 
+def optimizer_info(opt, setting):
+    """What make_optimizer built, for the report: {"name", "setting", "fused", "foreach"} (of AdamW, which
+    steps the rest of the parameters beside Muon), plus "muon_matrices" for Muon + AdamW; and a label."""
+    muon = getattr(opt, "muon", None)  # muon.MuonAdamW: Muon for the blocks' matrices, AdamW for the rest
+    adamw = opt.adamw if muon else opt
+    info = {"name": "muon+adamw" if muon else "adamw", "setting": setting,
+            "fused": adamw.defaults.get("fused"), "foreach": adamw.defaults.get("foreach")}
+    label = f"AdamW fused={info['fused']} foreach={info['foreach']}"
+    if muon:
+        info["muon_matrices"] = sum(len(g["params"]) for g in muon.param_groups)
+        label = f"Muon for {info['muon_matrices']} block matrices + {label} for the rest"
+    return info, label
+
+
 def bench_train(cfg):
     device = cfg["device"]
     if cfg["optimizer"] not in ("default", *OPTIMIZERS, "muon"):
@@ -259,8 +273,7 @@ def bench_train(cfg):
     model = GPT(config).to(device)
     model.train()
     opt = make_optimizer(model, cfg)
-    fused = opt.defaults.get("fused")
-    foreach = opt.defaults.get("foreach")
+    optimizer, optimizer_label = optimizer_info(opt, cfg["optimizer"])
     step_model = torch.compile(model) if cfg["compile"] else model
     amp = autocast(torch.device(device).type, cfg["dtype"])
     # synthetic tokens: the step's cost does not depend on which tokens they are
@@ -295,14 +308,14 @@ def bench_train(cfg):
     r = {"model": {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size",
                                                    "norm", "position", "attention", "bias", "dropout")},
          "batch_size": B, "gradient_accumulation_steps": accum, "dtype": cfg["dtype"], "compile": cfg["compile"],
-         "optimizer": {"name": cfg["optimizer"], "fused": fused, "foreach": foreach},
+         "optimizer": optimizer,
          "grad_clip": cfg["grad_clip"], "params": model.get_num_params(), "step_ms": 1e3 * dt, "phase_ms": phase_ms,
          "tokens_per_step": tokens, "tokens_per_s": tokens / dt, "flops_per_step": flops,
          "gflops": flops / dt / 1e9, "peak": peak, "mfu": flops / dt / (peak["peak_gflops"] * 1e9)}
     lines = [peak_table(peak),
              f"model {r['model']['n_layer']}L {r['model']['n_head']}H {r['model']['n_embd']}d block {T} "
              f"vocab {config.vocab_size}, {r['params']:,} non-embedding params, batch {B} x accum {accum}, "
-             f"{cfg['dtype']}, compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, AdamW fused={fused} foreach={foreach}",
+             f"{cfg['dtype']}, compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, {optimizer_label}",
              f"{'step ms':>9}{'fwd':>8}{'bwd':>8}{'opt':>8}{'tokens/s':>11}{'GFLOP/step':>12}{'GFLOP/s':>9}{'MFU':>8}",
              f"{r['step_ms']:9.2f}{phase_ms['forward']:8.2f}{phase_ms['backward']:8.2f}{phase_ms['optimizer']:8.2f}"
              f"{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{100 * r['mfu']:7.1f}%"]
