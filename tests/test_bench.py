@@ -268,6 +268,20 @@ def test_race_refuses_without_a_prepared_nanogpt_on_the_same_data(case, message,
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr
     assert message in p.stderr
+    assert p.stdout == ""  # the error alone: no machine line before it
+
+
+def test_race_tells_how_to_give_nanogpt_the_text_glassgpt_used(tmp_path):
+    """nanoGPT's prepare.py reads input.txt beside it (downloading tiny Shakespeare where there is none):
+    the race says to copy the text our prepare.py used, input.txt, or plays.txt where it fell back to the
+    plays from PyPI and kept no input.txt; before it has run, to run it first."""
+    ours, ng = tmp_path / "data", "ng/data/shakespeare_char"
+    ours.mkdir()
+    assert f"python {ours}/prepare.py, then copy the input.txt" in bench.give_nanogpt_our_text(str(ours), ng)
+    (ours / "plays.txt").write_text("fallback")
+    assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/plays.txt {ng}/input.txt && python {ng}/prepare.py"
+    (ours / "input.txt").write_text("tiny Shakespeare")  # the one prepare.py reads whenever it is there
+    assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/input.txt {ng}/input.txt && python {ng}/prepare.py"
 
 
 def test_train_seconds_count_eval_steps_as_typical_ones():

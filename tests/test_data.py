@@ -218,6 +218,9 @@ def test_fallback_used_when_download_fails(tmp_path, monkeypatch, capsys):
     assert text == ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
                     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nTwo.\n")
     assert not os.path.exists(tmp_path / "input.txt")  # a fallback is not cached as if it were tiny Shakespeare
+    with open(tmp_path / "plays.txt", encoding="utf-8", newline="") as f:  # but kept, for nanoGPT's prepare.py
+        assert f.read() == text
+    assert f"the plays' text is kept in {tmp_path / 'plays.txt'}" in out
 
 
 def test_total_failure_is_one_line_telling_to_pass_input(tmp_path, monkeypatch):
