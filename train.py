@@ -578,7 +578,8 @@ class Stopper:
                     name = signal.Signals(signum).name
                     if self.armed and self.signum is None:
                         self.signum, stopped = signum, True
-                        self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+                        again = "Ctrl-C" if signum == signal.SIGINT else name  # kill's, timeout's: no Ctrl-C there
+                        self.tell(f"{name}: stopping; {self.armed} ({again} again quits without saving)")
                     elif self.quit is None:
                         self.quit = 128 + signum
                         self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else

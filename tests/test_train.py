@@ -531,6 +531,9 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
         proc.kill()
     assert proc.returncode == 128 + signum, stderr  # as an interrupted command: a script can tell
     assert "Traceback" not in stderr and "saved" in stdout
+    again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"  # a SIGTERM (kill's, timeout's) came from no keyboard
+    assert f"{signum.name}: stopping; saving {out}/ckpt.pt as it was after the last complete iteration ({again} again " \
+           "quits without saving)" in stderr.splitlines(), stderr
     # a long run says up front how long, from its first iterations
     assert re.search(r"estimate: 999,99\d iterations x [\d.]+ s \+ \d+ evals x .*: about .* to go on cpu", stdout), stdout
     ckpt = load_checkpoint(out / "ckpt.pt")
