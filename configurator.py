@@ -29,6 +29,15 @@ def _unknown(key, defaults, where):
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
 
 
+def _meant(arg, defaults):
+    """A hint for key=value typed without its --, which reads as a config file's name."""
+    key, eq, value = arg.partition("=")
+    if not eq or not key.isidentifier():
+        return ""
+    close = [key] if key in defaults else difflib.get_close_matches(key, defaults, n=1)
+    return f" (did you mean --{close[0]}={value}?)" if close else ""
+
+
 def _coerce(key, value, default, where, nullable=()):
     """value (parsed Python, or a str from the command line) as the type of default."""
     if default is None:  # a key that is off by default takes any value
@@ -91,7 +100,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 with open(arg) as f:
                     source = f.read()
             except OSError as e:
-                raise ConfigError(f"cannot read config file {arg}: {e.strerror}") from None
+                raise ConfigError(f"cannot read config file {arg}: {e.strerror}{_meant(arg, defaults)}") from None
             scope = {"__file__": arg}  # a config file may build on another beside it
             try:
                 exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python

@@ -102,8 +102,22 @@ def test_unknown_command_line_key_is_named_with_a_hint():
 def test_malformed_arguments():
     with pytest.raises(ConfigError, match="expected --key=value, got '--compile'"):
         configure(DEFAULTS, ["--compile"])
-    with pytest.raises(ConfigError, match="cannot read config file no/such/file.py"):
+    with pytest.raises(ConfigError, match="cannot read config file no/such/file.py: No such file or directory$"):
         configure(DEFAULTS, ["no/such/file.py"])
+
+
+@pytest.mark.parametrize("arg, hint", [
+    ("batch_size=3", " (did you mean --batch_size=3?)"),
+    ("batch_sise=3", " (did you mean --batch_size=3?)"),  # and the key's spelling too
+    ("out_dir=a=b", " (did you mean --out_dir=a=b?)"),
+    ("nothing_like_a_key=3", ""),
+    ("dir/x=3", ""),  # a path with = in it: no key was meant
+])
+def test_key_value_without_dashes_is_hinted(arg, hint):
+    """key=value without its -- reads as a config file's name: the one-line error says what was meant."""
+    with pytest.raises(ConfigError) as error:
+        configure(DEFAULTS, [arg])
+    assert str(error.value) == f"cannot read config file {arg}: No such file or directory{hint}"
 
 
 def test_config_file_sets_keys(tmp_path):

@@ -96,6 +96,7 @@ def digest(path):
     (["--dtype=float16"], ["float16", "float32"]),  # on a CPU: ~10x slower, so refused
     (["--eval_only=true"], ["eval_only", "init_from=resume"]),  # a random model's loss is not what was meant
     (["--max_seconds=-1"], ["max_seconds", "negative"]),
+    (["config/tiny.py", "n_layer=3"], ["config file n_layer=3", "(did you mean --n_layer=3?)"]),
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
     assert_one_line_error(run_train(*args, out=tmp_path / "out"), 2, *words)
