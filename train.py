@@ -969,7 +969,7 @@ def train(config, ddp, given, stopper):
     if ckpt is not None and "rng" in ckpt:  # last, so that nothing above consumes the restored random numbers
         if len(ckpt["rng"]["torch"]) == world_size:
             set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
-        elif master:
+        elif master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
     ckpt = None  # free the memory

@@ -239,6 +239,23 @@ def test_eval_only_writes_nothing(tmp_path, data_dir):
     assert {p.name: digest(p) for p in out.iterdir()} == before
 
 
+def test_resume_with_another_process_count_warns_only_where_dropout_draws(tmp_path, data_dir):
+    """A 2-process checkpoint holds each process's random state, and one process cannot continue both: that
+    changes dropout's masks alone (the data order has its own generator), so the warning comes only where
+    dropout draws, not for eval_only or with dropout 0 (it used to come for both)."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    ckpt["rng"]["torch"] *= 2  # as train.py --nproc=2 saves it: one state per process
+    warning = "warning: the checkpoint ran 2 processes, this run 1: dropout draws new random numbers"
+    for args, warned in ((["--eval_only=true"], False), (["--max_iters=3"], False),
+                         (["--max_iters=3", "--dropout=0.1"], True)):
+        torch.save(ckpt, out / "ckpt.pt")  # again: a resume that trains saves its own, of one process
+        result = run_train("--init_from=resume", *args, data=data_dir, out=out)
+        assert result.returncode == 0, result.stderr
+        assert (warning in result.stderr) == warned, (args, result.stderr)
+
+
 def test_unusable_out_dir_is_one_line(tmp_path, data_dir):
     a_file = tmp_path / "file"
     a_file.write_text("x")
