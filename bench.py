@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          resolve_device, run, set_malloc_thresholds)
+                          resolve_device, run, set_malloc_thresholds, spaced_values)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
@@ -789,17 +789,8 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
 
 def normalize_argv(argv, defaults):
     """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        key = arg[2:]
-        if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(key), bool):
-            arg = f"--{key}=true"
-        elif arg == "--json" and i + 1 < len(argv):
-            arg, i = f"--json={argv[i + 1]}", i + 1
-        out.append(arg)
-        i += 1
-    return out
+    return [f"{arg}=true" if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(arg[2:]), bool)
+            else arg for arg in spaced_values(argv, ("json",))]
 
 
 def main(argv=None):

@@ -335,12 +335,14 @@ def script_keys(script):
     import sizing
     import train
     from model import GPTConfig
+    import data.text.prepare as text_prepare
     return {"train.py": config_keys(vars(train)), "sample.py": sample.DEFAULTS,
             "sizing.py": dict(config_keys(vars(GPTConfig())), **sizing.KEYS),
-            "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()})}[script]
+            "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()}),
+            "data/text/prepare.py": text_prepare.DEFAULTS}[script]
 
 
-@pytest.mark.parametrize("script", ["train.py", "sample.py", "sizing.py", "bench.py"])
+@pytest.mark.parametrize("script", ["train.py", "sample.py", "sizing.py", "bench.py", "data/text/prepare.py"])
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_every_configured_script_answers_help_with_each_key_default_and_meaning(script, flag):
     # after a config file and a key, as a user adds it to a command line: nothing runs, exit 0
@@ -362,7 +364,6 @@ def test_every_configured_script_answers_help_with_each_key_default_and_meaning(
     (["scaling.py", "sweep"], ["--quick", "--out_dir", "--dataset", "--data_dir", "--jobs"], 5),
     (["data/shakespeare_char/prepare.py"], ["--input", "--out_dir"], 2),
     (["data/shakespeare/prepare.py"], ["--input", "--out_dir"], 2),
-    (["data/text/prepare.py"], ["--input", "--tokenizer", "--out_dir", "--val_fraction"], 3),  # --input: required
     (["data/openwebtext/prepare.py"], ["--num_proc", "--dataset", "--out_dir", "--val_size"], 4),
 ])
 @pytest.mark.parametrize("flag", ["--help", "-h"])

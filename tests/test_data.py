@@ -269,7 +269,7 @@ def test_real_fallback_wheel_from_pypi(tmp_path):
 
 # ---- data/text -------------------------------------------------------------------------------------
 
-def test_text_prepare_folder_char(tmp_path):
+def test_text_prepare_folder_char(tmp_path):  # argparse's --key value style, as it took before, still works
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "b.txt").write_text("second file\n")
     (tmp_path / "in" / "a.txt").write_text("first file\n")
@@ -289,7 +289,7 @@ def test_text_prepare_folder_char(tmp_path):
 @needs_bpe
 def test_text_prepare_file_gpt2(tmp_path):
     (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
-    proc = prepare("text", "--input", str(tmp_path / "in.txt"), "--tokenizer", "gpt2", "--out_dir", str(tmp_path / "o"),
+    proc = prepare("text", f"--input={tmp_path / 'in.txt'}", "--tokenizer=gpt2", f"--out_dir={tmp_path / 'o'}",
                    env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
     assert proc.returncode == 0, proc.stderr
     train, meta = load_split(tmp_path / "o", "train")
@@ -314,6 +314,24 @@ def test_text_prepare_bad_input_is_one_line_error(tmp_path, make):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert not os.path.exists(tmp_path / "o" / "meta.json")
+
+
+@pytest.mark.parametrize("args, error", [
+    ([], "--input=PATH is required: a text file, or a folder of *.txt files"),
+    (["notes.txt"], "expected --key=value, got 'notes.txt'"),  # not run as a config file
+    (["--input=IN", "--tokenizer=bpe"], "unknown tokenizer 'bpe': choose one of char, gpt2"),
+    (["--input=IN", "--val_fraction", "2"], "val_fraction must be between 0 and 1, got 2.0"),
+    (["--input=IN", "--val_fraction=lots"], "config key 'val_fraction' on the command line expects float, got 'lots'"),
+    (["--inptu=IN"], "unknown config key 'inptu' on the command line (did you mean input?)"),
+    (["--input=IN", "--out_dir=IN/o"], "cannot write to IN/o: Not a directory"),  # found as it writes
+])
+def test_text_prepare_bad_arguments_are_one_line_errors(tmp_path, args, error):
+    """--key=value as every command takes it: a bad one is one line (argparse printed a 3-line usage error),
+    and the only output where it is found before the text is read."""
+    (tmp_path / "in.txt").write_text("some text\n" * 10)
+    proc = prepare("text", *[a.replace("IN", str(tmp_path / "in.txt")) for a in args])
+    assert proc.returncode == 2 and proc.stderr == f"error: {error.replace('IN', str(tmp_path / 'in.txt'))}\n"
+    assert proc.stdout == ("" if "--out_dir=IN/o" not in args else f"source: {tmp_path / 'in.txt'} (100 characters)\n")
 
 
 # ---- data/openwebtext: its tokenizing and writing, on documents in memory ---------------------------
