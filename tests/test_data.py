@@ -287,7 +287,7 @@ def test_text_prepare_folder_char(tmp_path):  # argparse's --key value style, as
 
 
 @needs_bpe
-def test_text_prepare_file_gpt2(tmp_path):
+def test_text_prepare_file_gpt2(tmp_path, bpe):  # bpe: the decoding below, in this process, reads the same files
     (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
     proc = prepare("text", f"--input={tmp_path / 'in.txt'}", "--tokenizer=gpt2", f"--out_dir={tmp_path / 'o'}",
                    env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
