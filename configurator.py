@@ -29,6 +29,15 @@ def _unknown(key, defaults, where):
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
 
 
+def _meant(arg, defaults):
+    """A hint for key=value typed without its --, which reads as a config file's name."""
+    key, eq, value = arg.partition("=")
+    if not eq or not key.isidentifier():
+        return ""
+    close = [key] if key in defaults else difflib.get_close_matches(key, defaults, n=1)
+    return f" (did you mean --{close[0]}={value}?)" if close else ""
+
+
 def _coerce(key, value, default, where, nullable=()):
     """value (parsed Python, or a str from the command line) as the type of default."""
     if default is None:  # a key that is off by default takes any value
@@ -68,10 +77,11 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None, given=None):
+def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None, given=None, files=True):
     """
     Return defaults updated by argv: config file paths and --key=value, applied left to right.
-    strict_files=False lets a file set keys this script does not use (sizing.py reading a train config).
+    strict_files=False lets a file set keys this script does not use (sizing.py reading a train config);
+    files=False takes no config files at all (a data/*/prepare.py: its bare argument is an error, not run).
     nullable names keys that may be set to None although their default is not (sample.py's top_k).
     -h or --help prints the calling script's usage and keys (see help_text) and exits 0; sources are
     the files whose comments explain the keys (default: the calling script).
@@ -81,17 +91,19 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in HELP for arg in argv):
         sources = sources or [sys._getframe(1).f_globals["__file__"]]
-        print(help_text(sources[0], [("config keys", defaults)], sources))
+        print(help_text(sources[0], [("config keys", defaults)], sources, files))
         sys.exit(0)
     given = {} if given is None else given
     config = dict(defaults)
     for arg in argv:
+        if not arg.startswith("--") and not files:
+            raise ConfigError(f"expected --key=value, got '{arg}'{_meant(arg, defaults)}")
         if not arg.startswith("--"):
             try:
                 with open(arg) as f:
                     source = f.read()
             except OSError as e:
-                raise ConfigError(f"cannot read config file {arg}: {e.strerror}") from None
+                raise ConfigError(f"cannot read config file {arg}: {e.strerror}{_meant(arg, defaults)}") from None
             scope = {"__file__": arg}  # a config file may build on another beside it
             try:
                 exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python
@@ -122,6 +134,18 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
 HELP = ("-h", "--help")
 
 
+def spaced_values(argv, keys):
+    """argv with argparse's `--key value` for each of keys written as --key=value (`--input notes.txt`)."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and arg[2:] in keys and i + 1 < len(argv):
+            arg, i = f"{arg}={argv[i + 1]}", i + 1
+        out.append(arg)
+        i += 1
+    return out
+
+
 def key_comments(path):
     """
     {key: meaning} from a script's source: the comment on the line that sets the key, in a
@@ -150,15 +174,16 @@ def key_comments(path):
     return meanings
 
 
-def help_text(script, sections, sources):
+def help_text(script, sections, sources, files=True):
     """A script's --help: its docstring (the usage), then each section's keys as --key=default and meaning."""
     with open(script, encoding="utf-8") as f:
         doc = ast.get_docstring(ast.parse(f.read())) or ""
     meanings = {}
     for path in reversed(sources):  # the first source has the last word
         meanings.update(key_comments(path))
-    out = [doc.strip(), "", "Keys are set by config files (plain Python: key = value) and --key=value, applied "
-           "left to right;", "an int, float or bool key takes a value of that type, a str key the text as typed."]
+    how = "config files (plain Python: key = value) and --key=value, applied left to right" if files else "--key=value"
+    out = [doc.strip(), "", f"Keys are set by {how};",
+           "an int, float or bool key takes a value of that type, a str key the text as typed."]
     for title, defaults in sections:
         shown = {k: f"--{k}={v if isinstance(v, str) and v.isprintable() and v else repr(v)}"
                  for k, v in defaults.items()}
@@ -173,6 +198,16 @@ def config_keys(namespace):
     CONSTANTS (export.py's EOT, imported from tokenizer.py, is no key)."""
     return {k: v for k, v in namespace.items()
             if not k.startswith("_") and not k.isupper() and isinstance(v, (int, float, bool, str, type(None)))}
+
+
+def let_idle_threads_sleep():
+    """
+    Ask OpenMP to let idle threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE), unless the user chose.
+    With other work on the cores spinning threads made training steps up to 15x and sampling 8-23x slower;
+    on a quiet machine sleeping costs ~2% (docs/cpu.md). OpenMP reads it once, as torch loads: so a script
+    calls this before it imports torch (this file imports torch only inside functions).
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -22,6 +22,9 @@ import math
 import os
 import shutil
 
+if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import torch
 
 from checkpoint import ARCEE_NAMES, is_nanogpt

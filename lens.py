@@ -21,6 +21,9 @@ import math
 import os
 import sys
 
+if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import torch
 from torch.nn import functional as F
 from tqdm import tqdm

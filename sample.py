@@ -14,9 +14,9 @@ import os
 import sys
 import time
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin. Generating is
-    # many tiny steps, and with other work on the cores spinning made it 8-23x slower (docs/cpu.md)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import torch
 
 from checkpoint import (check_init_from, checkpoint_summary, load_checkpoint, model_from_checkpoint,

@@ -132,15 +132,20 @@ def read_meta(folder):
     return meta
 
 
+def check_prepare(tokenizer, val_fraction):
+    """prepare_text's settings, checked: a prepare script checks them before it reads any text, too."""
+    if tokenizer not in TOKENIZERS:
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+
+
 def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     """
     Tokenize text and write a dataset: the first 1 - val_fraction of the characters train, the rest
     validate (split before encoding, as nanoGPT, so both tokenizers see the same text in each split).
     """
-    if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
-    if not 0.0 < val_fraction < 1.0:
-        raise ConfigError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    check_prepare(tokenizer, val_fraction)
     n = int(len(text) * (1 - val_fraction))
     if n == 0 or n == len(text):
         raise ConfigError(f"{len(text)} characters are too few to split into train and val")

@@ -50,9 +50,9 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin, which with other
-    # work on the cores made steps up to 15x slower; on a quiet machine it costs ~2% (docs/cpu.md)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
+    from configurator import let_idle_threads_sleep
+    let_idle_threads_sleep()
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -580,7 +580,8 @@ class Stopper:
                     name = signal.Signals(signum).name
                     if self.armed and self.signum is None:
                         self.signum, stopped = signum, True
-                        self.tell(f"{name}: stopping; {self.armed} (Ctrl-C again quits without saving)")
+                        again = "Ctrl-C" if signum == signal.SIGINT else name  # kill's, timeout's: no Ctrl-C there
+                        self.tell(f"{name}: stopping; {self.armed} ({again} again quits without saving)")
                     elif self.quit is None:
                         self.quit = 128 + signum
                         self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else
@@ -970,7 +971,7 @@ def train(config, ddp, given, stopper):
     if ckpt is not None and "rng" in ckpt:  # last, so that nothing above consumes the restored random numbers
         if len(ckpt["rng"]["torch"]) == world_size:
             set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
-        elif master:
+        elif master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
     ckpt = None  # free the memory

@@ -77,11 +77,22 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     assert r["mfu"] == pytest.approx(r["gflops"] / r["peak"]["peak_gflops"])  # the peak of the same run
     assert all(ms > 0 for ms in r["phase_ms"].values())
     assert r["optimizer"]["fused"] is True  # configure_optimizers picks the fused CPU AdamW
+    assert r["optimizer"]["name"] == "adamw" and ", AdamW fused=True foreach=None\n" in out and "Muon" not in out
     ops = [row["op"] for row in r["profile"]]
     assert any(op in ("aten::mm", "aten::addmm") for op in ops), ops
     assert 0 < sum(row["share"] for row in r["profile"]) <= 1 + 1e-9
     assert "top ops by self CPU time" in out and "MFU" in out
     assert r["data"]["ms_per_batch"] > 0 and 0 < r["data"]["share_of_step"] < 1
+
+
+def test_train_says_which_optimizer_ran(tmp_path):
+    """config/tiny.py trains with Muon for the blocks' matrices and AdamW for the rest: the step bench.py
+    times is that one, and its line and JSON say so (they said AdamW whatever ran)."""
+    r, out = run_bench(tmp_path, "--mode=train", "config/tiny.py", "--n_layer=1", "--n_embd=32", "--block_size=16",
+                       "--batch_size=2", "--repeats=2", "--warmup=1")
+    assert r["optimizer"] == {"name": "muon+adamw", "setting": "muon", "fused": True, "foreach": None,
+                              "muon_matrices": 4}  # c_attn, attn.c_proj, c_fc, mlp.c_proj
+    assert "Muon for 4 block matrices + AdamW fused=True foreach=None for the rest" in out
 
 
 def test_sample_cache_matches_recompute(tmp_path):
@@ -257,6 +268,20 @@ def test_race_refuses_without_a_prepared_nanogpt_on_the_same_data(case, message,
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr
     assert message in p.stderr
+    assert p.stdout == ""  # the error alone: no machine line before it
+
+
+def test_race_tells_how_to_give_nanogpt_the_text_glassgpt_used(tmp_path):
+    """nanoGPT's prepare.py reads input.txt beside it (downloading tiny Shakespeare where there is none):
+    the race says to copy the text our prepare.py used, input.txt, or plays.txt where it fell back to the
+    plays from PyPI and kept no input.txt; before it has run, to run it first."""
+    ours, ng = tmp_path / "data", "ng/data/shakespeare_char"
+    ours.mkdir()
+    assert f"python {ours}/prepare.py, then copy the input.txt" in bench.give_nanogpt_our_text(str(ours), ng)
+    (ours / "plays.txt").write_text("fallback")
+    assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/plays.txt {ng}/input.txt && python {ng}/prepare.py"
+    (ours / "input.txt").write_text("tiny Shakespeare")  # the one prepare.py reads whenever it is there
+    assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/input.txt {ng}/input.txt && python {ng}/prepare.py"
 
 
 def test_train_seconds_count_eval_steps_as_typical_ones():

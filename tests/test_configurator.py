@@ -102,8 +102,22 @@ def test_unknown_command_line_key_is_named_with_a_hint():
 def test_malformed_arguments():
     with pytest.raises(ConfigError, match="expected --key=value, got '--compile'"):
         configure(DEFAULTS, ["--compile"])
-    with pytest.raises(ConfigError, match="cannot read config file no/such/file.py"):
+    with pytest.raises(ConfigError, match="cannot read config file no/such/file.py: No such file or directory$"):
         configure(DEFAULTS, ["no/such/file.py"])
+
+
+@pytest.mark.parametrize("arg, hint", [
+    ("batch_size=3", " (did you mean --batch_size=3?)"),
+    ("batch_sise=3", " (did you mean --batch_size=3?)"),  # and the key's spelling too
+    ("out_dir=a=b", " (did you mean --out_dir=a=b?)"),
+    ("nothing_like_a_key=3", ""),
+    ("dir/x=3", ""),  # a path with = in it: no key was meant
+])
+def test_key_value_without_dashes_is_hinted(arg, hint):
+    """key=value without its -- reads as a config file's name: the one-line error says what was meant."""
+    with pytest.raises(ConfigError) as error:
+        configure(DEFAULTS, [arg])
+    assert str(error.value) == f"cannot read config file {arg}: No such file or directory{hint}"
 
 
 def test_config_file_sets_keys(tmp_path):
@@ -326,12 +340,14 @@ def script_keys(script):
     import sizing
     import train
     from model import GPTConfig
+    import data.text.prepare as text_prepare
     return {"train.py": config_keys(vars(train)), "sample.py": sample.DEFAULTS,
             "sizing.py": dict(config_keys(vars(GPTConfig())), **sizing.KEYS),
-            "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()})}[script]
+            "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()}),
+            "data/text/prepare.py": text_prepare.DEFAULTS}[script]
 
 
-@pytest.mark.parametrize("script", ["train.py", "sample.py", "sizing.py", "bench.py"])
+@pytest.mark.parametrize("script", ["train.py", "sample.py", "sizing.py", "bench.py", "data/text/prepare.py"])
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_every_configured_script_answers_help_with_each_key_default_and_meaning(script, flag):
     # after a config file and a key, as a user adds it to a command line: nothing runs, exit 0
@@ -353,7 +369,6 @@ def test_every_configured_script_answers_help_with_each_key_default_and_meaning(
     (["scaling.py", "sweep"], ["--quick", "--out_dir", "--dataset", "--data_dir", "--jobs"], 5),
     (["data/shakespeare_char/prepare.py"], ["--input", "--out_dir"], 2),
     (["data/shakespeare/prepare.py"], ["--input", "--out_dir"], 2),
-    (["data/text/prepare.py"], ["--input", "--tokenizer", "--out_dir", "--val_fraction"], 3),  # --input: required
     (["data/openwebtext/prepare.py"], ["--num_proc", "--dataset", "--out_dir", "--val_size"], 4),
 ])
 @pytest.mark.parametrize("flag", ["--help", "-h"])

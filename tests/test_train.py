@@ -96,6 +96,7 @@ def digest(path):
     (["--dtype=float16"], ["float16", "float32"]),  # on a CPU: ~10x slower, so refused
     (["--eval_only=true"], ["eval_only", "init_from=resume"]),  # a random model's loss is not what was meant
     (["--max_seconds=-1"], ["max_seconds", "negative"]),
+    (["config/tiny.py", "n_layer=3"], ["config file n_layer=3", "(did you mean --n_layer=3?)"]),
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
     assert_one_line_error(run_train(*args, out=tmp_path / "out"), 2, *words)
@@ -236,6 +237,23 @@ def test_eval_only_writes_nothing(tmp_path, data_dir):
     assert result.returncode == 0, result.stderr
     assert "step 4: train loss" in result.stdout
     assert {p.name: digest(p) for p in out.iterdir()} == before
+
+
+def test_resume_with_another_process_count_warns_only_where_dropout_draws(tmp_path, data_dir):
+    """A 2-process checkpoint holds each process's random state, and one process cannot continue both: that
+    changes dropout's masks alone (the data order has its own generator), so the warning comes only where
+    dropout draws, not for eval_only or with dropout 0 (it used to come for both)."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    ckpt["rng"]["torch"] *= 2  # as train.py --nproc=2 saves it: one state per process
+    warning = "warning: the checkpoint ran 2 processes, this run 1: dropout draws new random numbers"
+    for args, warned in ((["--eval_only=true"], False), (["--max_iters=3"], False),
+                         (["--max_iters=3", "--dropout=0.1"], True)):
+        torch.save(ckpt, out / "ckpt.pt")  # again: a resume that trains saves its own, of one process
+        result = run_train("--init_from=resume", *args, data=data_dir, out=out)
+        assert result.returncode == 0, result.stderr
+        assert (warning in result.stderr) == warned, (args, result.stderr)
 
 
 def test_unusable_out_dir_is_one_line(tmp_path, data_dir):
@@ -531,6 +549,9 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
         proc.kill()
     assert proc.returncode == 128 + signum, stderr  # as an interrupted command: a script can tell
     assert "Traceback" not in stderr and "saved" in stdout
+    again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"  # a SIGTERM (kill's, timeout's) came from no keyboard
+    assert f"{signum.name}: stopping; saving {out}/ckpt.pt as it was after the last complete iteration ({again} again " \
+           "quits without saving)" in stderr.splitlines(), stderr
     # a long run says up front how long, from its first iterations
     assert re.search(r"estimate: 999,99\d iterations x [\d.]+ s \+ \d+ evals x .*: about .* to go on cpu", stdout), stdout
     ckpt = load_checkpoint(out / "ckpt.pt")

