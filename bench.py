@@ -789,8 +789,7 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
 
 def normalize_argv(argv, defaults):
     """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
-    return [f"{arg}=true" if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(arg[2:]), bool)
-            else arg for arg in spaced_values(argv, ("json",))]
+    return spaced_values(argv, ("json",), [k for k, v in defaults.items() if isinstance(v, bool)])
 
 
 def main(argv=None):

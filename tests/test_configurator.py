@@ -106,6 +106,17 @@ def test_malformed_arguments():
         configure(DEFAULTS, ["no/such/file.py"])
 
 
+def test_spaced_values_take_argparses_spellings():
+    from configurator import spaced_values
+    argv = ["--input", "a b.txt", "--quick", "--quick=false", "--out_dir=o", "--val", "-0.5", "--input"]
+    assert spaced_values(argv, ["input", "val"], ["quick"]) == [
+        "--input=a b.txt", "--quick=true", "--quick=false", "--out_dir=o", "--val=-0.5", "--input"]
+    # an --option after a key is not its value (argparse refused it too): the key alone is the error
+    assert spaced_values(["--input", "--quick"], ["input"], ["quick"]) == ["--input", "--quick=true"]
+    with pytest.raises(ConfigError, match="expected --key=value, got '--input'"):
+        configure({"input": "", "quick": False}, spaced_values(["--input", "--quick"], ["input"], ["quick"]))
+
+
 @pytest.mark.parametrize("arg, hint", [
     ("batch_size=3", " (did you mean --batch_size=3?)"),
     ("batch_sise=3", " (did you mean --batch_size=3?)"),  # and the key's spelling too
