@@ -140,7 +140,7 @@ def test_shakespeare_char_from_input(tmp_path):
 
 @needs_tiny
 @needs_bpe
-def test_shakespeare_bpe_from_input(tmp_path):
+def test_shakespeare_bpe_from_input(tmp_path, bpe):  # bpe: the decoding below, in this process, reads them too
     out = tmp_path / "out"
     proc = prepare("shakespeare", "--input", TINY, "--out_dir", str(out), env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
     assert proc.returncode == 0, proc.stderr
