@@ -399,3 +399,18 @@ def test_openwebtext_without_datasets_is_one_line_error(tmp_path):
     proc = prepare("openwebtext", "--out_dir", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: OpenWebText needs Hugging Face datasets: pip install datasets"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["8"], "expected --key=value, got '8'"),  # not run as a config file
+    (["--num_proc"], "expected --key=value, got '--num_proc'"),
+    (["--numproc=2"], "unknown config key 'numproc' on the command line (did you mean num_proc?)"),
+    (["--num_proc", "0"], "num_proc must be >= 1, got 0"),  # argparse's --key value, still taken
+    (["--num_proc=two"], "config key 'num_proc' on the command line expects int, got 'two'"),
+    (["--val_size=0.5", "--val_size", "1"], "val_size must be between 0 and 1, got 1.0"),
+])
+def test_openwebtext_bad_arguments_are_one_line_errors(args, error):
+    """--key=value as every command takes it (argparse printed a 3-line usage error): one line, the only
+    output, found before Hugging Face datasets is imported (so whether it is installed does not matter)."""
+    proc = prepare("openwebtext", *args)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {error}\n")
