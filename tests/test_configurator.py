@@ -102,6 +102,8 @@ def test_unknown_command_line_key_is_named_with_a_hint():
 def test_malformed_arguments():
     with pytest.raises(ConfigError, match="expected --key=value, got '--compile'"):
         configure(DEFAULTS, ["--compile"])
+    with pytest.raises(ConfigError, match="unknown config key 'compil' on the command line .did you mean compile..$"):
+        configure(DEFAULTS, ["--compil"])  # a misspelt key is named as that, with or without its =value
     with pytest.raises(ConfigError, match="cannot read config file no/such/file.py: No such file or directory$"):
         configure(DEFAULTS, ["no/such/file.py"])
 
