@@ -181,13 +181,21 @@ def slope(xs, ys):
 
 # ----------------------------------------------------------------------------- peak
 
-def measure_peak(cfg):
-    """GFLOP/s of n x n matmuls (2n^3 FLOPs each) per size, and the peak: the best size's median."""
-    device, dtype = cfg["device"], DTYPES[cfg["dtype"]]
+def peak_sizes(cfg):
+    """The matmul sizes n of peak_sizes, checked."""
     try:
         sizes = [int(s) for s in cfg["peak_sizes"].split(",")]
     except ValueError:
-        raise ConfigError(f"peak_sizes must be comma-separated integers, got {cfg['peak_sizes']!r}") from None
+        sizes = []
+    if not sizes or min(sizes) < 1:  # a size 0 would time nothing, and a peak of 0 GFLOP/s divides MFU by 0
+        raise ConfigError(f"peak_sizes must be comma-separated integers >= 1, got {cfg['peak_sizes']!r}")
+    return sizes
+
+
+def measure_peak(cfg):
+    """GFLOP/s of n x n matmuls (2n^3 FLOPs each) per size, and the peak: the best size's median."""
+    device, dtype = cfg["device"], DTYPES[cfg["dtype"]]
+    sizes = peak_sizes(cfg)
     per_size = {}
     for n in sizes:
         a = torch.randn(n, n, device=device).to(dtype)
@@ -260,11 +268,6 @@ def optimizer_info(opt, setting):
 
 def bench_train(cfg):
     device = cfg["device"]
-    if cfg["optimizer"] not in ("default", *OPTIMIZERS, "muon"):
-        raise ConfigError(f"optimizer must be default, {', '.join(OPTIMIZERS)}, muon; got {cfg['optimizer']!r}")
-    for key in ("batch_size", "gradient_accumulation_steps"):
-        if cfg[key] < 1:
-            raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
     if device.startswith("cpu"):
         keep_freed_memory()  # as train.py does
     peak = measure_peak(cfg)  # in this run, in this dtype: MFU compares like with like
@@ -366,8 +369,6 @@ def bench_sample(cfg):
     config = model_config(cfg)
     device = cfg["device"]
     n_new, n_prompt = cfg["new_tokens"], cfg["prompt_len"]
-    if n_new < 1 or n_prompt < 1:
-        raise ConfigError(f"new_tokens and prompt_len must be >= 1, got {n_new} and {n_prompt}")
     model = GPT(config).to(device).eval()
     # GPT-2's init (std 0.02) gives near-uniform logits whose greedy token barely changes; sharper
     # weights make greedy decoding pick varied tokens, so "identical outputs" means something
@@ -470,15 +471,21 @@ class PeakMemory:
         return max(peak, 0)
 
 
-def bench_attention(cfg):
-    device = cfg["device"]
-    B, nh, hs = cfg["batch_size"], cfg["n_head"], cfg["head_size"]
-    if min(B, nh, hs, cfg["t_min"]) < 1 or cfg["t_max"] < cfg["t_min"]:
+def attention_lengths(cfg):
+    """The sequence lengths T timed, every power of 2 from t_min to t_max, the keys checked."""
+    if min(cfg["batch_size"], cfg["n_head"], cfg["head_size"], cfg["t_min"]) < 1 or cfg["t_max"] < cfg["t_min"]:
         raise ConfigError("batch_size, n_head, head_size, t_min must be >= 1 and t_max >= t_min")
     Ts = [1 << i for i in range(cfg["t_min"].bit_length() - 1, cfg["t_max"].bit_length())
           if cfg["t_min"] <= 1 << i <= cfg["t_max"]]
     if not Ts:
         raise ConfigError(f"no power of 2 between t_min={cfg['t_min']} and t_max={cfg['t_max']}")
+    return Ts
+
+
+def bench_attention(cfg):
+    device = cfg["device"]
+    B, nh, hs = cfg["batch_size"], cfg["n_head"], cfg["head_size"]
+    Ts = attention_lengths(cfg)
     paths = {"manual": attention_manual, "sdpa": attention_sdpa}
     mem = PeakMemory(device)
     rows = []
@@ -787,10 +794,44 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
 
 # ----------------------------------------------------------------------------- main
 
+def check(cfg):
+    """
+    Every mode's checks of its keys, which main runs before it prints anything, so that bad input is one
+    line alone. train's vocab_size is settled here too, from the dataset whose data_dir is checked here.
+    Returns the race's plan (race_plan), None for the other modes.
+    """
+    mode = cfg["mode"]
+    if "peak_sizes" in cfg:  # peak, train and race time the peak
+        peak_sizes(cfg)
+    if mode == "race":
+        return race_plan(cfg)
+    if mode == "train":
+        if cfg["optimizer"] not in ("default", *OPTIMIZERS, "muon"):
+            raise ConfigError(f"optimizer must be default, {', '.join(OPTIMIZERS)}, muon; got {cfg['optimizer']!r}")
+        for key in ("batch_size", "gradient_accumulation_steps"):
+            if cfg[key] < 1:
+                raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
+        if cfg["data_dir"]:  # its batches are timed too (bench_data): its folder and bins, read as train.py does
+            from train import load_data
+            meta = load_data(cfg["data_dir"], cfg["block_size"])[2]
+            cfg["vocab_size"] = cfg["vocab_size"] or meta["vocab_size"]
+        elif not cfg["vocab_size"]:  # the vocab of the dataset the config trains on
+            vocab, path = dataset_vocab(cfg["dataset"])
+            if vocab is None and cfg["dataset"]:
+                print(f"note: {path} not found (prepare the dataset, or pass --vocab_size): vocab 65", file=sys.stderr)
+            cfg["vocab_size"] = vocab or 65
+    if mode in ("train", "sample"):
+        model_config(cfg)
+    if mode == "sample" and min(cfg["new_tokens"], cfg["prompt_len"]) < 1:
+        raise ConfigError(f"new_tokens and prompt_len must be >= 1, got {cfg['new_tokens']} and {cfg['prompt_len']}")
+    if mode == "attention":
+        attention_lengths(cfg)
+    return None
+
+
 def normalize_argv(argv, defaults):
     """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
-    return [f"{arg}=true" if arg.startswith("--") and "=" not in arg and isinstance(defaults.get(arg[2:]), bool)
-            else arg for arg in spaced_values(argv, ("json",))]
+    return spaced_values(argv, ("json",), [k for k, v in defaults.items() if isinstance(v, bool)])
 
 
 def main(argv=None):
@@ -809,11 +850,6 @@ def main(argv=None):
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
     cfg["mode"] = mode
-    if mode == "train" and not cfg["vocab_size"]:  # the vocab of the dataset the config trains on
-        vocab, path = dataset_vocab(cfg["dataset"], cfg["data_dir"])
-        if vocab is None and (cfg["dataset"] or cfg["data_dir"]):
-            print(f"note: {path} not found (prepare the dataset, or pass --vocab_size): vocab 65", file=sys.stderr)
-        cfg["vocab_size"] = vocab or 65
     normal, quick = REPEATS[mode]
     cfg["repeats"] = cfg["repeats"] or (quick if cfg["quick"] else normal)
     cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
@@ -828,7 +864,7 @@ def main(argv=None):
         torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
-    plan = race_plan(cfg) if mode == "race" else None  # before any output: bad input is one line alone
+    plan = check(cfg)  # before any output: bad input is one line alone
     print(machine_line(machine))
     if mode == "race":
         result, lines = bench_race(cfg, plan)

