@@ -565,6 +565,16 @@ def give_nanogpt_our_text(data_dir, ng_data):
 NANOGPT_RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                   "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
                   "--n_embd=128", "--dropout=0.0"]
+NANOGPT_WARMUP = 100  # its config/train_shakespeare_char.py's warmup_iters
+
+
+def short_run_warmup(iters):
+    """The recipe warms up for 100 iterations, and nanoGPT's lr schedule divides by zero where lr_decay_iters
+    is no further than that (0/0 at iteration 100 of 100): a race shorter than the recipe (--quick, the tests)
+    gives both sides a warmup of half its iterations instead."""
+    return [] if iters > NANOGPT_WARMUP else [f"--warmup_iters={iters // 2}"]
+
+
 SAME = "glassgpt, same recipe"  # glassgpt's train.py given nanoGPT's README command line
 SAME_TIME = "glassgpt, nanoGPT's time"  # glassgpt's config, its budget the training seconds nanoGPT just took
 
@@ -572,8 +582,8 @@ SAME_TIME = "glassgpt, nanoGPT's time"  # glassgpt's config, its budget the trai
 def same_recipe_args(data_dir, iters, eval_interval):
     """nanoGPT's README CPU command for glassgpt's train.py: its config/train_shakespeare_char.py mirrors
     nanoGPT's, and bias=False is nanoGPT's default (glassgpt's is GPT-2's True): the same model and step."""
-    return [*NANOGPT_RECIPE, f"--max_iters={iters}", f"--lr_decay_iters={iters}", f"--eval_interval={eval_interval}",
-            "--bias=False", f"--data_dir={data_dir}", "--log_interval=1"]
+    return [*NANOGPT_RECIPE, f"--max_iters={iters}", f"--lr_decay_iters={iters}", *short_run_warmup(iters),
+            f"--eval_interval={eval_interval}", "--bias=False", f"--data_dir={data_dir}", "--log_interval=1"]
 
 
 EVAL_LINE = re.compile(r"^step (\d+): train loss ([\d.naif]+), val loss ([\d.naif]+)")  # both print this
@@ -673,6 +683,9 @@ def race_plan(cfg):
     ng_data = os.path.join(ng, "data", "shakespeare_char")
     if not os.path.isfile(os.path.join(ng, "train.py")):
         raise ConfigError(f"{ng} has no train.py: not a nanoGPT checkout ({CLONE_NANOGPT})")
+    if all(os.path.isfile(os.path.join(ng, f)) for f in ("bench.py", "sizing.py", "configurator.py")):
+        raise ConfigError(f"{ng} is a glassgpt checkout, not nanoGPT's: the race would run glassgpt on both "
+                          f"sides ({CLONE_NANOGPT})")
     if not all(os.path.isfile(os.path.join(ng_data, f"{s}.bin")) for s in ("train", "val")):
         raise ConfigError(f"{ng_data} has no train.bin/val.bin yet: {give_nanogpt_our_text(gg['data_dir'], ng_data)}")
     try:
@@ -705,7 +718,7 @@ def bench_race(cfg, plan):
                   f"then glassgpt {cfg['glassgpt_config']} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
             cmd = [sys.executable, "train.py", *NANOGPT_RECIPE, f"--max_iters={n}", f"--lr_decay_iters={n}",
-                   f"--eval_interval={k}", f"--out_dir={ng_out}"]
+                   *short_run_warmup(n), f"--eval_interval={k}", f"--out_dir={ng_out}"]
             runs["nanoGPT"].append(run_racer("nanoGPT", cmd, ng, env, ng_out, None))
             if cfg["same_recipe"]:  # nanoGPT's own command line, given to glassgpt's train.py
                 same_out = os.path.join(tmp, f"same{r}")
@@ -777,14 +790,15 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     lines += [row("whole run", [fmt_t(sides[n]) for n in names]),
               row("final val loss", [f"{sides[n]['final_val']:.4f}" for n in names])]
     lines += [f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
-              f"{show(targets['time_to_first_threshold_over_nanogpt_run'], '.3f')} (issue 9's target: <= 1/3)",
+              f"{show(targets['time_to_first_threshold_over_nanogpt_run'], '.3f')} (target: <= 1/3)",
               f"glassgpt's val loss when nanoGPT's run ends ({ng['train_s']:.1f} s of training): "
               f"{show(targets['glassgpt_val_at_nanogpt_end'], '.4f')} (target: <= 1.60)"]
     if same_time:
         lines.append(f"glassgpt's val loss given nanoGPT's training time as its budget (--max_seconds=that run's "
                      f"seconds), at its end: {show(targets['glassgpt_val_in_nanogpt_time'], '.4f')} (target: <= 1.60)")
-    lines.append(f"glassgpt's val loss after 180 s of training: {show(targets['glassgpt_val_at_3_minutes'], '.4f')} "
-                 f"(target: <= 1.55)")
+    short = f", its whole run being {gg['train_s']:.1f} s" if gg["train_s"] is not None and gg["train_s"] < 170 else ""
+    lines.append(f"glassgpt's val loss after 180 s of training{short}: "
+                 f"{show(targets['glassgpt_val_at_3_minutes'], '.4f')} (target: <= 1.55)")
     if same:
         lines.append(f"the same step (nanoGPT's model and batch), glassgpt / nanoGPT tokens/s: "
                      f"{show(targets['same_step_tokens_per_s_ratio'], '.2f')}x (target: >= 1.3); MFU "

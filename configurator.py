@@ -263,6 +263,10 @@ def resolve_device(device="auto", dtype="auto"):
     if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls: autocast makes it crawl
         raise ConfigError("dtype=float16 on a CPU is ~10x slower than float32 (no fast float16 matmuls): use "
                           "--dtype=float32, or bfloat16 on a CPU that has it natively (AVX512-BF16, AMX)")
+    if kind == "cpu" and dtype == "bfloat16" and not cpu_has_native_bf16():  # allowed: the numerics may be wanted
+        print("warning: dtype=bfloat16 on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated and far slower "
+              "than float32 (10-17x in a run on this project's AVX2 machine); --dtype=auto picks float32 here",
+              file=sys.stderr)
     return device, kind, dtype
 
 

@@ -37,7 +37,7 @@ top_k = 200  # sample only among the k most likely tokens; None = all
 top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p; None = off
 seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
-dtype = "auto"  # "auto" (bfloat16 where supported, float16 on other GPUs, float32 on cpu) | "float32" | "bfloat16" | "float16"
+dtype = "auto"  # "auto" (bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32) | "float32" | "bfloat16" | "float16"
 use_cache = True  # KV cache: each new token costs one position, not the whole context (up to block_size)
 compile = False  # torch.compile the forward: compiling takes a while (a minute on a CPU), so only for long runs
 # -----------------------------------------------------------------------------
@@ -188,6 +188,7 @@ def main(argv=None):
     x = torch.tensor([ids], dtype=torch.long, device=dev)
     if cfg["compile"]:
         eager = model.forward
+        log("compiling the model (torch.compile): on a CPU this takes from seconds to a minute")
         try:  # torch.compile is lazy: compiling happens, and fails, at the first call, so make it here
             model.forward = torch.compile(eager)
             with torch.no_grad(), autocast(device_type, dtype):

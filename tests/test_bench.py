@@ -239,6 +239,7 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert "the same step (nanoGPT's model and batch)" in out and "glassgpt, the same command" in out
     # all of glassgpt's run is inside 3 minutes: its val loss after 180 s of training is its last eval's
     assert t["glassgpt_val_at_3_minutes"] == gg["final_val"] and "after 180 s of training" in out
+    assert f"its whole run being {gg['train_s']:.1f} s" in out  # a short config's run is not read as 3 minutes
 
 
 def test_race_gives_glassgpt_nanogpts_training_time_as_a_budget(tmp_path):
@@ -267,6 +268,9 @@ def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
                          "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
                          "--n_embd=128", "--dropout=0.0"]
     assert "--max_iters=20" in argv and "--lr_decay_iters=20" in argv and "--eval_interval=10" in argv
+    # nanoGPT's schedule divides 0/0 where its 100 warmup iterations reach lr_decay_iters: a short race halves it
+    assert "--warmup_iters=10" in argv and "--warmup_iters=10" in bench.same_recipe_args("D", 20, 10)
+    assert bench.short_run_warmup(100) == ["--warmup_iters=50"] and bench.short_run_warmup(2000) == []
     assert bench.same_recipe_args("D", 20, 10)[:11] == argv[:11]  # glassgpt's side of the same step: the same
     assert {"--bias=False", "--data_dir=D"} <= set(bench.same_recipe_args("D", 20, 10))  # ... with nanoGPT's bias
     out_dir = next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):]
@@ -277,11 +281,12 @@ def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
 @pytest.mark.parametrize("case, message", [
     ("no path", "needs --nanogpt=PATH, a nanoGPT checkout: git clone https://github.com/karpathy/nanoGPT"),
     ("not a checkout", "has no train.py: not a nanoGPT checkout"),
+    ("glassgpt", "is a glassgpt checkout, not nanoGPT's"),
     ("other data", "different train.bin/val.bin"),
 ])
 def test_race_refuses_without_a_prepared_nanogpt_on_the_same_data(case, message, tmp_path):
     ng, cfg = make_race(tmp_path, same_data=case != "other data")
-    path = {"no path": "", "not a checkout": str(tmp_path), "other data": str(ng)}[case]
+    path = {"no path": "", "not a checkout": str(tmp_path), "other data": str(ng), "glassgpt": ROOT}[case]
     p = subprocess.run([sys.executable, "bench.py", "--mode=race", f"--nanogpt={path}", f"--glassgpt_config={cfg}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr

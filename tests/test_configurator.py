@@ -388,7 +388,7 @@ def test_every_configured_script_answers_help_with_each_key_default_and_meaning(
 
 @pytest.mark.parametrize("torch_probe", [True, False])
 @pytest.mark.parametrize("native", [True, False])
-def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, monkeypatch, tmp_path):
+def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, monkeypatch, tmp_path, capsys):
     """A CPU with AVX-512 BF16 (or AMX) gets bfloat16 autocast from dtype=auto; one without (AVX2 only, as
     this project's machine) stays float32, where emulated bf16 would be slower. Simulated both ways:
     through torch's probe, and through /proc/cpuinfo's flags where torch has no probe."""
@@ -409,6 +409,11 @@ def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, 
     assert configurator.cpu_has_native_bf16() is native
     assert configurator.resolve_device("cpu", "auto") == ("cpu", "cpu", "bfloat16" if native else "float32")
     assert configurator.resolve_device("cpu", "float32")[2] == "float32"  # an explicit choice is kept
+    capsys.readouterr()
+    assert configurator.resolve_device("cpu", "bfloat16")[2] == "bfloat16"  # kept too, but said where it crawls
+    err = capsys.readouterr().err
+    assert (err.count("\n") == 1 and err.startswith("warning: dtype=bfloat16 on a CPU without native bf16")
+            if not native else err == ""), err
 
 
 def test_this_machines_bf16_answer_matches_its_cpu_flags():

@@ -288,3 +288,21 @@ def test_idle_threads_sleep_rather_than_spin(script):
         run_env = dict(env, OMP_WAIT_POLICY=preset) if preset else env
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=run_env, capture_output=True, text=True)
         assert out.stdout.strip().splitlines()[-1] == expected, out.stderr
+
+
+def test_compile_says_it_is_compiling_and_falls_back_when_it_fails(out_dir, capsys, monkeypatch):
+    """--compile=true says so before the wait; a compiler that fails leaves the eager model, and the same text."""
+    import torch
+
+    def broken(fn, *a, **k):
+        def call(*args, **kwargs):
+            raise RuntimeError("no C++ compiler")
+        return call
+    eager, _ = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=8", "--temperature=0")
+    monkeypatch.setattr(torch, "compile", broken)
+    sample.main([f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=8", "--temperature=0",
+                 "--compile=true"])
+    captured = capsys.readouterr()
+    assert "compiling the model (torch.compile)" in captured.err
+    assert "warning: torch.compile failed (RuntimeError), running uncompiled" in captured.err
+    assert captured.out == eager
