@@ -12,8 +12,9 @@ or the char-level vocabulary as a `tokenizers` file) and a README.md model card.
 AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder) and
 pipeline("text-generation", model=folder), and back into glassgpt with --init_from=<folder>.
 GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
-untied head, with or without biases (no bias is exported as a zero bias). Rotary positions with RMSNorm
-export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no match: a one-line error.
+untied head, with or without biases (no bias is exported as zero biases, read back as no bias). Rotary
+positions with RMSNorm export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no
+match: a one-line error.
 A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
@@ -221,7 +222,7 @@ A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgp
 - Training: {tokens}
 - Validation loss: {loss}
 - Parameters: {counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py
-  {'' if config.bias or arch != 'gpt2' else '(trained without biases; the export adds GPT-2 biases that are all zero)'}
+  {'' if config.bias or arch != 'gpt2' else '(trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt reads back as none)'}
 - Shape: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, a context of {config.block_size} tokens,
   {'GPT-2 tanh' if config.activation == 'gelu_tanh' else 'exact (erf)'} GELU{'' if config.tie_weights else ', untied head'}
 

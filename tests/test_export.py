@@ -229,8 +229,9 @@ def test_round_trip_back_into_glassgpt(tmp_path, capsys, switches):
     if "position" in switches:  # Arcee: the very model, every float32 weight bit for bit
         assert back.config == model.config
         assert all(torch.equal(v, back.state_dict()[k]) for k, v in model.state_dict().items())
-    else:  # GPT-2: an absent bias comes back as zeros
-        assert back.config.activation == model.config.activation and back.config.tie_weights == model.config.tie_weights
+    else:  # GPT-2: the zero biases export wrote come back as none, the very model again
+        assert back.config == model.config
+        assert back.get_num_params() == model.get_num_params()
     capsys.readouterr()
     sample.main([f"--init_from={tmp_path / 'run' / 'hf'}", "--start=ROMEO:", "--num_samples=1",
                  "--max_new_tokens=20", "--temperature=0", "--device=cpu"])
@@ -349,3 +350,41 @@ def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "not the tokenizer this model was trained with" in result.stderr
     assert not (tmp_path / "tuned").exists()
+
+
+def test_gpt2_folder_biases_all_zero_mean_no_bias_any_nonzero_keeps_them(tmp_path):
+    """GPT-2's format always stores biases: all exactly zero (export.py's for bias=False) reads back as
+    bias=False; a single non-zero one, as in OpenAI's GPT-2, keeps every bias (and its logits)."""
+    from transformers import GPT2LMHeadModel
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    hf = GPT2LMHeadModel.from_pretrained(tmp_path / "run" / "hf")
+    with torch.no_grad():
+        hf.transformer.h[1].mlp.c_proj.bias[3] = 0.5
+    hf.save_pretrained(tmp_path / "biased")
+    back = model_from_pretrained(str(tmp_path / "biased")).eval()
+    assert back.config.bias and back.transformer.h[1].mlp.c_proj.bias[3].item() == 0.5
+    with torch.no_grad():
+        theirs = hf.eval()(torch.tensor([[1, 2, 3]])).logits[0]
+    assert (theirs - our_logits(back, [1, 2, 3])).abs().max().item() < 1e-4
+
+
+def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
+    """The natural fine-tune, python train.py config/tiny_gpt2.py --init_from=<its export>, starts: the
+    config's bias=False is the folder's (its zero biases), not a conflict."""
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False, n_layer=3, n_head=4, n_embd=128, block_size=64,
+              position="learned", norm="layernorm")  # the shape config/tiny_gpt2.py trains
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    data = tmp_path / "data"
+    tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "config/tiny_gpt2.py", f"--init_from={tmp_path / 'run' / 'hf'}",
+         f"--data_dir={data}", f"--out_dir={tmp_path / 'tuned'}", "--batch_size=4", "--max_iters=1",
+         "--eval_interval=1", "--eval_iters=1", "--device=cpu", "--dtype=float32", "--compile=false",
+         "--num_threads=1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "tuned" / "ckpt.pt").is_file()
+    assert checkpoint.load_checkpoint(tmp_path / "tuned" / "ckpt.pt")["model_args"]["bias"] is False
