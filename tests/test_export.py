@@ -374,17 +374,18 @@ def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
     """The natural fine-tune, python train.py config/tiny_gpt2.py --init_from=<its export>, starts: the
     config's bias=False is the folder's (its zero biases), not a conflict."""
     meta = tokenizer.char_meta(CHARS)
-    write_run(tmp_path / "run", meta, bias=False, n_layer=3, n_head=4, n_embd=128, block_size=64,
+    out = tmp_path / "out-tiny-gpt2"  # the config's out_dir, under the cwd below
+    write_run(out, meta, bias=False, n_layer=3, n_head=4, n_embd=128, block_size=64,
               position="learned", norm="layernorm")  # the shape config/tiny_gpt2.py trains
-    export.main([f"--out_dir={tmp_path / 'run'}"])
+    export.main([f"--out_dir={out}"])
     data = tmp_path / "data"
     tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
     result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "config/tiny_gpt2.py", f"--init_from={tmp_path / 'run' / 'hf'}",
-         f"--data_dir={data}", f"--out_dir={tmp_path / 'tuned'}", "--batch_size=4", "--max_iters=1",
+        [sys.executable, str(ROOT / "train.py"), str(ROOT / "config" / "tiny_gpt2.py"),
+         "--init_from=out-tiny-gpt2/hf", f"--data_dir={data}", "--batch_size=4", "--max_iters=1",
          "--eval_interval=1", "--eval_iters=1", "--device=cpu", "--dtype=float32", "--compile=false",
-         "--num_threads=1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+         "--num_threads=1"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "tuned" / "ckpt.pt").is_file()
-    assert checkpoint.load_checkpoint(tmp_path / "tuned" / "ckpt.pt")["model_args"]["bias"] is False
+    assert checkpoint.load_checkpoint(out / "ckpt.pt")["model_args"]["bias"] is False
+    assert [p.name for p in (out / "previous").glob("*/hf")] == ["hf"]  # the export moved aside with its run
