@@ -30,6 +30,7 @@ import torch
 
 from checkpoint import ARCEE_NAMES, is_nanogpt
 from configurator import ConfigError, config_keys, configure, run
+from model import quiet_transformers
 from sample import load_run
 from sizing import param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -294,8 +295,7 @@ def main(argv=None):
     except ImportError as e:
         raise ConfigError(f"export needs transformers, tokenizers and safetensors ({e.name} is missing): "
                           "pip install transformers") from None
-    transformers.utils.logging.set_verbosity_error()  # its shard bars and notices are noise: our line says
-    transformers.utils.logging.disable_progress_bar()  # what was written
+    quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
         export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))

@@ -455,6 +455,7 @@ class GPT(nn.Module):
         if importlib.util.find_spec("transformers") is None:
             raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers")
         cached = name_or_path in PRETRAINED and hub_cached(name_or_path)  # before transformers' slow import
+        quiet_transformers()
         from transformers import GPT2LMHeadModel
         if os.path.isdir(name_or_path):  # another architecture would load as GPT-2 with its weights left random
             kind = GPT2LMHeadModel.config_class.get_config_dict(name_or_path)[0].get("model_type")
@@ -491,6 +492,17 @@ class GPT(nn.Module):
                     raise ValueError(f"{name_or_path}: {k} has shape {tuple(w.shape)}, expected {tuple(sd[k].shape)}")
                 sd[k].copy_(w)
         return model
+
+
+def quiet_transformers():
+    """
+    Import transformers with its progress bars ("Loading weights: 100%|...") and notices off: our own
+    lines say what was loaded or written, and an error stays one line. Every tool that imports it calls this.
+    """
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
 
 
 def hub_cached(name):

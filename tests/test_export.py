@@ -389,3 +389,23 @@ def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
     assert result.returncode == 0, result.stderr
     assert checkpoint.load_checkpoint(out / "ckpt.pt")["model_args"]["bias"] is False
     assert [p.name for p in (out / "previous").glob("*/hf")] == ["hf"]  # the export moved aside with its run
+
+
+def test_loading_a_gpt2_folder_writes_only_our_lines(tmp_path):
+    """transformers' "Loading weights" bar and config notices stay off stderr (model.quiet_transformers):
+    sample.py says only what it loaded, and a folder it refuses is one error line and nothing else."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    folder = tmp_path / "run" / "hf"
+    cmd = [sys.executable, str(ROOT / "sample.py"), f"--init_from={folder}", "--device=cpu", "--num_samples=1",
+           "--max_new_tokens=4"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 0 and len(lines) == 2, result.stderr
+    assert lines[0].startswith("loaded GPT-2 weights") and lines[1].startswith("4 tokens in"), result.stderr
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "activation_function": "relu"}))
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 2 and result.stdout == "", result.stdout  # refused after the weights loaded
+    assert result.stderr.startswith("error: cannot load") and result.stderr.count("\n") == 1, result.stderr
