@@ -409,3 +409,15 @@ def test_loading_a_gpt2_folder_writes_only_our_lines(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     assert result.returncode == 2 and result.stdout == "", result.stdout  # refused after the weights loaded
     assert result.stderr.startswith("error: cannot load") and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("tool", ["sample.py", "lens.py"])
+def test_an_export_given_as_out_dir_says_init_from_reads_it(tmp_path, tool):
+    """--out_dir=<an export folder> has no ckpt.pt: the one error line names the key that reads it."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    folder = tmp_path / "run" / "hf"
+    result = subprocess.run([sys.executable, str(ROOT / tool), f"--out_dir={folder}", "--device=cpu"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert f"no checkpoint at {folder / 'ckpt.pt'}" in result.stderr and f"--init_from={folder}" in result.stderr
