@@ -6,6 +6,8 @@ Export a trained model as a Hugging Face folder, for transformers and the tools 
     python export.py --out_dir=out-tiny-gpt2 --folder=my-gpt   # or anywhere else
     hf upload <you>/my-gpt my-gpt                              # share it (needs hf auth login and network)
 
+It needs transformers (pip install transformers, which brings tokenizers and safetensors too).
+
 The folder holds model.safetensors and config.json (GPT-2's architecture; Arcee's, a Llama-style
 model, for rotary positions with RMSNorm as config/tiny.py trains), the tokenizer (GPT-2's BPE,
 or the char-level vocabulary as a `tokenizers` file) and a README.md model card. It loads offline with
@@ -18,6 +20,7 @@ match: a one-line error.
 A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -39,7 +42,7 @@ from tokenizer import EOT, gpt2_encoding, write_meta
 out_dir = "out"  # the training run to export
 ckpt = ""  # "ckpt.pt" | "best.pt"; "" = best.pt if there is one, else ckpt.pt (as sample.py)
 meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
-to = "hf"  # the format: "hf" (a Hugging Face transformers folder, GPT-2 architecture)
+to = "hf"  # the format: "hf" (a Hugging Face transformers folder: GPT-2, or Arcee for rope + rmsnorm)
 folder = ""  # where to write it; "" = <out_dir>/hf
 overwrite = False  # replace an existing folder (it is swapped in only once the new one is complete)
 # -----------------------------------------------------------------------------
@@ -288,13 +291,12 @@ def main(argv=None):
         arch = architecture(model.config)
     except ConfigError as e:
         raise ConfigError(f"cannot export {source}: {e}") from None
-    try:
-        import safetensors  # noqa: F401  (transformers writes model.safetensors with it)
-        import tokenizers  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise ConfigError(f"export needs transformers, tokenizers and safetensors ({e.name} is missing): "
-                          "pip install transformers") from None
+    # transformers writes model.safetensors with safetensors, the tokenizer with tokenizers: name all missing
+    missing = [name for name in ("transformers", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"export needs transformers, tokenizers and safetensors ({', '.join(missing)} "
+                          f"{'is' if len(missing) == 1 else 'are'} missing): pip install transformers "
+                          "(it brings the others)")
     quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:

@@ -421,3 +421,26 @@ def test_an_export_given_as_out_dir_says_init_from_reads_it(tmp_path, tool):
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
     assert f"no checkpoint at {folder / 'ckpt.pt'}" in result.stderr and f"--init_from={folder}" in result.stderr
+
+
+def test_export_names_every_missing_package(tmp_path, monkeypatch):
+    """With none of transformers, tokenizers and safetensors installed the one line names all three, not
+    only the first found missing; pip install transformers brings them all."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    for name in ("transformers", "tokenizers", "safetensors"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: find_spec says None
+    with pytest.raises(ConfigError, match=r"\(transformers, tokenizers, safetensors are missing\): "
+                                          r"pip install transformers"):
+        export.main([f"--out_dir={tmp_path / 'run'}"])
+    monkeypatch.setitem(sys.modules, "transformers", transformers)
+    with pytest.raises(ConfigError, match=r"\(tokenizers, safetensors are missing\)"):
+        export.main([f"--out_dir={tmp_path / 'run'}"])
+    assert not (tmp_path / "run" / "hf").exists()
+
+
+def test_export_help_says_it_needs_transformers_and_both_architectures():
+    result = subprocess.run([sys.executable, str(ROOT / "export.py"), "--help"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 0 and "pip install transformers" in result.stdout
+    to = next(line for line in result.stdout.splitlines() if line.strip().startswith("--to="))
+    assert "GPT-2" in to and "Arcee" in to, to
