@@ -204,6 +204,10 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
+    params = f"{counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py"
+    if arch == "gpt2" and not config.bias:
+        params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
+                   "reads back as none)")
     loss = float(checkpoint.get("best_val_loss", "nan"))
     if math.isfinite(loss):
         loss = f"{loss:.4f} nats per token (the lowest validation loss the run recorded)"
@@ -225,8 +229,7 @@ A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgp
 - Tokens: {vocab}
 - Training: {tokens}
 - Validation loss: {loss}
-- Parameters: {counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py
-  {'' if config.bias or arch != 'gpt2' else '(trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt reads back as none)'}
+- Parameters: {params}
 - Shape: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, a context of {config.block_size} tokens,
   {'GPT-2 tanh' if config.activation == 'gelu_tanh' else 'exact (erf)'} GELU{'' if config.tie_weights else ', untied head'}
 
@@ -245,6 +248,15 @@ or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
 
 `hf upload <you>/{name} path/to/this/folder` (after `hf auth login`; an older huggingface_hub calls it `huggingface-cli`)
 """
+
+
+def model_name(path):
+    """
+    The name the model card gives the model at path (its title, the hub repo in its upload line): the
+    folder's name, or for the default <out_dir>/hf the run's, out-tiny-gpt2 rather than hf.
+    """
+    path = os.path.abspath(path)
+    return os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "hf" else os.path.basename(path)
 
 
 def export_hf(model, meta, checkpoint, path, source, name):
@@ -300,7 +312,7 @@ def main(argv=None):
     quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
-        export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))
+        export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
         umask = os.umask(0)  # read it: os has no other way
         os.umask(umask)
         for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give

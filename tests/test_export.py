@@ -444,3 +444,19 @@ def test_export_help_says_it_needs_transformers_and_both_architectures():
     assert result.returncode == 0 and "pip install transformers" in result.stdout
     to = next(line for line in result.stdout.splitlines() if line.strip().startswith("--to="))
     assert "GPT-2" in to and "Arcee" in to, to
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_model_card_names_the_run_and_has_no_blank_bullet(tmp_path, bias):
+    """<out_dir>/hf is named after the run (out-tiny-gpt2, not hf) in the card's title and upload line; a
+    --folder by its own name; the bullet list has no whitespace-only line (the bias note or nothing)."""
+    write_run(tmp_path / "out-tiny-gpt2", tokenizer.char_meta(CHARS), bias=bias)
+    export.main([f"--out_dir={tmp_path / 'out-tiny-gpt2'}"])
+    card = (tmp_path / "out-tiny-gpt2" / "hf" / "README.md").read_text()
+    assert "\n# out-tiny-gpt2\n" in card and "hf upload <you>/out-tiny-gpt2 " in card and "/hf " not in card
+    bullets = card[card.index("\n- "):card.index("## Use")].strip().splitlines()
+    assert all(line.strip() for line in bullets), bullets
+    assert ("all zero" in card) is (not bias)
+    export.main([f"--out_dir={tmp_path / 'out-tiny-gpt2'}", f"--folder={tmp_path / 'my-gpt'}"])
+    card = (tmp_path / "my-gpt" / "README.md").read_text()
+    assert "\n# my-gpt\n" in card and "hf upload <you>/my-gpt " in card
