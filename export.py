@@ -6,17 +6,21 @@ Export a trained model as a Hugging Face folder, for transformers and the tools 
     python export.py --out_dir=out-tiny-gpt2 --folder=my-gpt   # or anywhere else
     hf upload <you>/my-gpt my-gpt                              # share it (needs hf auth login and network)
 
+It needs transformers (pip install transformers, which brings tokenizers and safetensors too).
+
 The folder holds model.safetensors and config.json (GPT-2's architecture; Arcee's, a Llama-style
 model, for rotary positions with RMSNorm as config/tiny.py trains), the tokenizer (GPT-2's BPE,
 or the char-level vocabulary as a `tokenizers` file) and a README.md model card. It loads offline with
 AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder) and
 pipeline("text-generation", model=folder), and back into glassgpt with --init_from=<folder>.
 GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
-untied head, with or without biases (no bias is exported as a zero bias). Rotary positions with RMSNorm
-export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no match: a one-line error.
+untied head, with or without biases (no bias is exported as zero biases, read back as no bias). Rotary
+positions with RMSNorm export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no
+match: a one-line error.
 A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -29,6 +33,7 @@ import torch
 
 from checkpoint import ARCEE_NAMES, is_nanogpt
 from configurator import ConfigError, config_keys, configure, run
+from model import quiet_transformers
 from sample import load_run
 from sizing import param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -37,7 +42,7 @@ from tokenizer import EOT, gpt2_encoding, write_meta
 out_dir = "out"  # the training run to export
 ckpt = ""  # "ckpt.pt" | "best.pt"; "" = best.pt if there is one, else ckpt.pt (as sample.py)
 meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
-to = "hf"  # the format: "hf" (a Hugging Face transformers folder, GPT-2 architecture)
+to = "hf"  # the format: "hf" (a Hugging Face transformers folder: GPT-2, or Arcee for rope + rmsnorm)
 folder = ""  # where to write it; "" = <out_dir>/hf
 overwrite = False  # replace an existing folder (it is swapped in only once the new one is complete)
 # -----------------------------------------------------------------------------
@@ -199,6 +204,10 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
+    params = f"{counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py"
+    if arch == "gpt2" and not config.bias:
+        params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
+                   "reads back as none)")
     loss = float(checkpoint.get("best_val_loss", "nan"))
     if math.isfinite(loss):
         loss = f"{loss:.4f} nats per token (the lowest validation loss the run recorded)"
@@ -220,8 +229,7 @@ A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgp
 - Tokens: {vocab}
 - Training: {tokens}
 - Validation loss: {loss}
-- Parameters: {counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py
-  {'' if config.bias or arch != 'gpt2' else '(trained without biases; the export adds GPT-2 biases that are all zero)'}
+- Parameters: {params}
 - Shape: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, a context of {config.block_size} tokens,
   {'GPT-2 tanh' if config.activation == 'gelu_tanh' else 'exact (erf)'} GELU{'' if config.tie_weights else ', untied head'}
 
@@ -240,6 +248,15 @@ or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
 
 `hf upload <you>/{name} path/to/this/folder` (after `hf auth login`; an older huggingface_hub calls it `huggingface-cli`)
 """
+
+
+def model_name(path):
+    """
+    The name the model card gives the model at path (its title, the hub repo in its upload line): the
+    folder's name, or for the default <out_dir>/hf the run's, out-tiny-gpt2 rather than hf.
+    """
+    path = os.path.abspath(path)
+    return os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "hf" else os.path.basename(path)
 
 
 def export_hf(model, meta, checkpoint, path, source, name):
@@ -286,18 +303,16 @@ def main(argv=None):
         arch = architecture(model.config)
     except ConfigError as e:
         raise ConfigError(f"cannot export {source}: {e}") from None
-    try:
-        import safetensors  # noqa: F401  (transformers writes model.safetensors with it)
-        import tokenizers  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise ConfigError(f"export needs transformers, tokenizers and safetensors ({e.name} is missing): "
-                          "pip install transformers") from None
-    transformers.utils.logging.set_verbosity_error()  # its shard bars and notices are noise: our line says
-    transformers.utils.logging.disable_progress_bar()  # what was written
+    # transformers writes model.safetensors with safetensors, the tokenizer with tokenizers: name all missing
+    missing = [name for name in ("transformers", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"export needs transformers, tokenizers and safetensors ({', '.join(missing)} "
+                          f"{'is' if len(missing) == 1 else 'are'} missing): pip install transformers "
+                          "(it brings the others)")
+    quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
     try:
-        export_hf(model.eval(), meta, checkpoint, tmp, source, os.path.basename(os.path.normpath(path)))
+        export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
         umask = os.umask(0)  # read it: os has no other way
         os.umask(umask)
         for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give

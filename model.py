@@ -455,6 +455,7 @@ class GPT(nn.Module):
         if importlib.util.find_spec("transformers") is None:
             raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers")
         cached = name_or_path in PRETRAINED and hub_cached(name_or_path)  # before transformers' slow import
+        quiet_transformers()
         from transformers import GPT2LMHeadModel
         if os.path.isdir(name_or_path):  # another architecture would load as GPT-2 with its weights left random
             kind = GPT2LMHeadModel.config_class.get_config_dict(name_or_path)[0].get("model_type")
@@ -468,13 +469,17 @@ class GPT(nn.Module):
         if activation is None or c.layer_norm_epsilon != 1e-5:
             raise ValueError(f"{name_or_path}: activation {c.activation_function!r} or layer_norm_epsilon "
                              f"{c.layer_norm_epsilon} is not GPT-2's")
+        sd_hf = {k: v for k, v in hf.state_dict().items()  # the same key names as ours
+                 if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # causal-mask buffers, not weights
+        # GPT-2's format always has biases: export.py writes zeros for a model trained without them. All
+        # zero computes exactly what no bias does, so read it back as that model (its size, its fine-tune
+        # config); one non-zero bias (OpenAI's GPT-2) keeps them all.
+        bias = any(v.any().item() for k, v in sd_hf.items() if k.endswith(".bias"))
         config = GPTConfig(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer,
-                           n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=True,
+                           n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=bias,
                            activation=activation, tie_weights=c.tie_word_embeddings)
         model = cls(config)
         sd = model.state_dict()
-        sd_hf = {k: v for k, v in hf.state_dict().items()  # the same key names as ours
-                 if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # causal-mask buffers, not weights
         missing = set(sd) - set(sd_hf)
         if missing:
             raise ValueError(f"{name_or_path}: no weights for {sorted(missing)[:5]}")
@@ -487,6 +492,17 @@ class GPT(nn.Module):
                     raise ValueError(f"{name_or_path}: {k} has shape {tuple(w.shape)}, expected {tuple(sd[k].shape)}")
                 sd[k].copy_(w)
         return model
+
+
+def quiet_transformers():
+    """
+    Import transformers with its progress bars ("Loading weights: 100%|...") and notices off: our own
+    lines say what was loaded or written, and an error stays one line. Every tool that imports it calls this.
+    """
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
 
 
 def hub_cached(name):

@@ -19,7 +19,7 @@ if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rat
     let_idle_threads_sleep()
 import torch
 
-from checkpoint import (check_init_from, checkpoint_summary, load_checkpoint, model_from_checkpoint,
+from checkpoint import (check_init_from, checkpoint_summary, is_export, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained)
 from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
 from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
@@ -95,6 +95,9 @@ def load_run(folder, ckpt="", meta=""):
         raise ConfigError(f"out_dir {folder} {what}: expected a training run's folder there (its ckpt.pt or "
                           "best.pt); train a model first (python train.py config/tiny.py) or pass --out_dir=<its out_dir>")
     path = os.path.join(folder, ckpt or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt"))
+    if not os.path.isfile(path) and is_export(folder):  # config.json and weights: --init_from's kind of folder
+        raise ConfigError(f"no checkpoint at {path}: {folder} is a Hugging Face folder as export.py writes, not a "
+                          f"training run; sample.py and lens.py read it with --init_from={folder}")
     checkpoint = load_checkpoint(path)
     try:
         model = model_from_checkpoint(checkpoint)

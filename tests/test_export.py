@@ -229,8 +229,9 @@ def test_round_trip_back_into_glassgpt(tmp_path, capsys, switches):
     if "position" in switches:  # Arcee: the very model, every float32 weight bit for bit
         assert back.config == model.config
         assert all(torch.equal(v, back.state_dict()[k]) for k, v in model.state_dict().items())
-    else:  # GPT-2: an absent bias comes back as zeros
-        assert back.config.activation == model.config.activation and back.config.tie_weights == model.config.tie_weights
+    else:  # GPT-2: the zero biases export wrote come back as none, the very model again
+        assert back.config == model.config
+        assert back.get_num_params() == model.get_num_params()
     capsys.readouterr()
     sample.main([f"--init_from={tmp_path / 'run' / 'hf'}", "--start=ROMEO:", "--num_samples=1",
                  "--max_new_tokens=20", "--temperature=0", "--device=cpu"])
@@ -349,3 +350,113 @@ def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "not the tokenizer this model was trained with" in result.stderr
     assert not (tmp_path / "tuned").exists()
+
+
+def test_gpt2_folder_biases_all_zero_mean_no_bias_any_nonzero_keeps_them(tmp_path):
+    """GPT-2's format always stores biases: all exactly zero (export.py's for bias=False) reads back as
+    bias=False; a single non-zero one, as in OpenAI's GPT-2, keeps every bias (and its logits)."""
+    from transformers import GPT2LMHeadModel
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    hf = GPT2LMHeadModel.from_pretrained(tmp_path / "run" / "hf")
+    with torch.no_grad():
+        hf.transformer.h[1].mlp.c_proj.bias[3] = 0.5
+    hf.save_pretrained(tmp_path / "biased")
+    back = model_from_pretrained(str(tmp_path / "biased")).eval()
+    assert back.config.bias and back.transformer.h[1].mlp.c_proj.bias[3].item() == 0.5
+    with torch.no_grad():
+        theirs = hf.eval()(torch.tensor([[1, 2, 3]])).logits[0]
+    assert (theirs - our_logits(back, [1, 2, 3])).abs().max().item() < 1e-4
+
+
+def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
+    """The natural fine-tune, python train.py config/tiny_gpt2.py --init_from=<its export>, starts: the
+    config's bias=False is the folder's (its zero biases), not a conflict."""
+    meta = tokenizer.char_meta(CHARS)
+    out = tmp_path / "out-tiny-gpt2"  # the config's out_dir, under the cwd below
+    write_run(out, meta, bias=False, n_layer=3, n_head=4, n_embd=128, block_size=64,
+              position="learned", norm="layernorm")  # the shape config/tiny_gpt2.py trains
+    export.main([f"--out_dir={out}"])
+    data = tmp_path / "data"
+    tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), str(ROOT / "config" / "tiny_gpt2.py"),
+         "--init_from=out-tiny-gpt2/hf", f"--data_dir={data}", "--batch_size=4", "--max_iters=1",
+         "--eval_interval=1", "--eval_iters=1", "--device=cpu", "--dtype=float32", "--compile=false",
+         "--num_threads=1"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert checkpoint.load_checkpoint(out / "ckpt.pt")["model_args"]["bias"] is False
+    assert [p.name for p in (out / "previous").glob("*/hf")] == ["hf"]  # the export moved aside with its run
+
+
+def test_loading_a_gpt2_folder_writes_only_our_lines(tmp_path):
+    """transformers' "Loading weights" bar and config notices stay off stderr (model.quiet_transformers):
+    sample.py says only what it loaded, and a folder it refuses is one error line and nothing else."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    folder = tmp_path / "run" / "hf"
+    cmd = [sys.executable, str(ROOT / "sample.py"), f"--init_from={folder}", "--device=cpu", "--num_samples=1",
+           "--max_new_tokens=4"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 0 and len(lines) == 2, result.stderr
+    assert lines[0].startswith("loaded GPT-2 weights") and lines[1].startswith("4 tokens in"), result.stderr
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "activation_function": "relu"}))
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 2 and result.stdout == "", result.stdout  # refused after the weights loaded
+    assert result.stderr.startswith("error: cannot load") and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("tool", ["sample.py", "lens.py"])
+def test_an_export_given_as_out_dir_says_init_from_reads_it(tmp_path, tool):
+    """--out_dir=<an export folder> has no ckpt.pt: the one error line names the key that reads it."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    folder = tmp_path / "run" / "hf"
+    result = subprocess.run([sys.executable, str(ROOT / tool), f"--out_dir={folder}", "--device=cpu"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert f"no checkpoint at {folder / 'ckpt.pt'}" in result.stderr and f"--init_from={folder}" in result.stderr
+
+
+def test_export_names_every_missing_package(tmp_path, monkeypatch):
+    """With none of transformers, tokenizers and safetensors installed the one line names all three, not
+    only the first found missing; pip install transformers brings them all."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    for name in ("transformers", "tokenizers", "safetensors"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: find_spec says None
+    with pytest.raises(ConfigError, match=r"\(transformers, tokenizers, safetensors are missing\): "
+                                          r"pip install transformers"):
+        export.main([f"--out_dir={tmp_path / 'run'}"])
+    monkeypatch.setitem(sys.modules, "transformers", transformers)
+    with pytest.raises(ConfigError, match=r"\(tokenizers, safetensors are missing\)"):
+        export.main([f"--out_dir={tmp_path / 'run'}"])
+    assert not (tmp_path / "run" / "hf").exists()
+
+
+def test_export_help_says_it_needs_transformers_and_both_architectures():
+    result = subprocess.run([sys.executable, str(ROOT / "export.py"), "--help"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 0 and "pip install transformers" in result.stdout
+    to = next(line for line in result.stdout.splitlines() if line.strip().startswith("--to="))
+    assert "GPT-2" in to and "Arcee" in to, to
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_model_card_names_the_run_and_has_no_blank_bullet(tmp_path, bias):
+    """<out_dir>/hf is named after the run (out-tiny-gpt2, not hf) in the card's title and upload line; a
+    --folder by its own name; the bullet list has no whitespace-only line (the bias note or nothing)."""
+    write_run(tmp_path / "out-tiny-gpt2", tokenizer.char_meta(CHARS), bias=bias)
+    export.main([f"--out_dir={tmp_path / 'out-tiny-gpt2'}"])
+    card = (tmp_path / "out-tiny-gpt2" / "hf" / "README.md").read_text()
+    assert "\n# out-tiny-gpt2\n" in card and "hf upload <you>/out-tiny-gpt2 " in card and "/hf " not in card
+    bullets = card[card.index("\n- "):card.index("## Use")].strip().splitlines()
+    assert all(line.strip() for line in bullets), bullets
+    assert ("all zero" in card) is (not bias)
+    export.main([f"--out_dir={tmp_path / 'out-tiny-gpt2'}", f"--folder={tmp_path / 'my-gpt'}"])
+    card = (tmp_path / "my-gpt" / "README.md").read_text()
+    assert "\n# my-gpt\n" in card and "hf upload <you>/my-gpt " in card
