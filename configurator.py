@@ -310,6 +310,12 @@ def _terminate(signum, frame):
     raise Terminated
 
 
+def silence_stdout():
+    """Point stdout (the fd, so print, tqdm and exit's flush alike) at os.devnull after its reader has gone
+    (| head): what is still written has nowhere to fail."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def run(main):
     """
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
@@ -333,7 +339,7 @@ def run(main):
             print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:  # stdout piped into a reader that stopped (| head): done, not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush has nowhere to fail
+        silence_stdout()
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -31,7 +31,8 @@ Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval or a half-done itera
 short (under DDP, at the next eval batch or micro-batch), and ckpt.pt is saved as it was after the last
 complete iteration, within seconds; the exit code is 128 + the signal's number (130, 143), as an
 interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving; a stop
-before training begins has nothing to save. A non-finite loss stops the run with exit code 1 and leaves
+before training begins has nothing to save. stdout's reader going away (`train.py | head`) is a stop
+too: ckpt.pt is saved, one line on stderr says so, and the exit code is 141 (128 + SIGPIPE). A non-finite loss stops the run with exit code 1 and leaves
 the last good checkpoint alone. A run that cannot fit in memory is refused before it starts. Long evals
 show progress, and a long run estimates its time from its first iterations.
 """
@@ -62,6 +63,7 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
+                          silence_stdout,
                           resolve_device, run)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
@@ -477,7 +479,9 @@ def keep_previous_run(out_dir):
     held = checkpoint_summary(iter_num, best) if iter_num is not None else "no checkpoint"
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
-    return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"
+    # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
+    sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) else ""
+    return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}"
 
 
 def open_out_dir(out_dir, data_dir, meta, resume_iter):
@@ -918,8 +922,24 @@ def train(config, ddp, given, stopper):
 
     def say(message):
         if master:
-            tqdm.write(message)
-            sys.stdout.flush()
+            try:
+                tqdm.write(message)
+                sys.stdout.flush()
+            except BrokenPipeError:  # | head has read its lines: a stop request, not the end of the run
+                stdout_closed()
+
+    def stdout_closed():
+        """stdout's reader has gone. Training must not end there silently and lose what it has not saved:
+        this is a stop as Ctrl-C's (saved, then exit code 141, 128 + SIGPIPE, as the shell reports a command
+        its closed pipe ended), said on stderr."""
+        silence_stdout()
+        if stopper.armed is None:  # all is saved: the run is over
+            print(f"stdout closed: the run is over and saved in {out_dir}", file=sys.stderr)
+        elif not stopper.armed:  # before training began: nothing to save
+            print("stdout closed before training began: nothing trained, nothing saved", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGPIPE)
+        elif stopper.signum is None:  # the loop saves and says so on stderr (save_on_stop)
+            stopper.signum = signal.SIGPIPE
 
     def forecast(batch_seconds, eval_batches):
         """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
@@ -934,6 +954,11 @@ def train(config, ddp, given, stopper):
         """After a stop: ckpt.pt as it was after the last complete iteration (unless eval_only), and say so."""
         if not eval_only:
             save(["ckpt.pt"], before)
+            if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
+                if master:
+                    print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
+                          "continue with --init_from=resume", file=sys.stderr)
+                return
             name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
             say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 

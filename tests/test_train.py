@@ -559,6 +559,43 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
     assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
 
 
+def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
+    """train.py | head: the reader going away mid-run is a stop, not the end: ckpt.pt is saved, one stderr line
+    says so and how to continue, and the exit code is 141 (128 + SIGPIPE), not 0 with the work lost."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--lr_decay_iters=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not proc.stdout.readline().startswith("iter 2:"):  # training has begun: a couple of lines, then go
+            assert proc.poll() is None
+        proc.stdout.close()
+        stderr = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 141, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and re.fullmatch(rf"stdout closed at iter (\d+): stopped and saved {out}/ckpt.pt; "
+                                            r"continue with --init_from=resume", lines[0]), stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == int(re.search(r"iter (\d+)", lines[0])[1]) >= 3
+    model_from_checkpoint(ckpt)  # loadable
+    resumed = run_train("--init_from=resume", f"--max_iters={ckpt['iter_num'] + 1}", "--eval_interval=100000",
+                        data=data_dir, out=out)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_moved_run_without_checkpoint_suggests_no_sample(tmp_path, data_dir):
+    """A run that left only a log (stopped before its first checkpoint) is moved aside without pointing
+    sample.py at a folder it cannot sample from."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.jsonl").write_text(json.dumps({"iter": 0, "val_loss": 2.5}) + "\n")
+    line = train.keep_previous_run(str(out))
+    assert "moved to" in line and "sample.py" not in line, line
+
+
 def train_cmd(out, data, *args):
     return [sys.executable, str(ROOT / "train.py"), f"--data_dir={data}", f"--out_dir={out}", *TINY, *args]
 
