@@ -1074,6 +1074,12 @@ def train(config, ddp, given, stopper):
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
     start_iter, stop, opt_seconds = iter_num, False, 0.0
+    spent = None  # a resume of a run that had already ended: why nothing trains, and how to train on
+    if init_from == "resume" and iter_num >= max_iters:
+        spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
+    elif init_from == "resume" and 0 < max_seconds <= trained:
+        spent = (f"it had already used its max_seconds={max_seconds:g} budget ({trained:.0f} s of training steps); "
+                 "raise --max_seconds to train on")
     tokens_since_log, time_since_log = 0, 0.0
     step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
@@ -1154,7 +1160,10 @@ def train(config, ddp, given, stopper):
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
-            if iter_num > start_iter or math.isfinite(best_val_loss):
+            if iter_num == start_iter and spent:
+                say(f"done: nothing to train: the run in {out_dir} ended at iter {iter_num}: {spent} "
+                    f"(best val loss {best_val_loss:.4f})")
+            elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
                 say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved

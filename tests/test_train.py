@@ -429,6 +429,12 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert again.returncode == 0, again.stderr
     assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
+    assert (f"done: nothing to train: the run in {out} ended at iter {ckpt['iter_num']}: it had already used "
+            "its max_seconds=5 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
+    capped = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
+    assert capped.returncode == 0, capped.stderr  # the budget off (max_seconds=0) and max_iters passed long ago
+    assert (f"ended at iter {ckpt['iter_num']}: it had already reached max_iters=4; raise --max_iters to train on"
+            in capped.stdout), capped.stdout
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
