@@ -351,16 +351,27 @@ def compiled_or_eager(model, x, y, ctx, device_type):
         set_rng_state(state, device_type)
 
 
-def check_model_keys(config, given, model_args, source, free=()):
+def check_model_keys(config, given, model_args, source, free=(), other=""):
     """
     A model key set in a config file or on the command line (given) must match the model being loaded:
     a checkpoint trained with 4 layers does not become 6 because --n_layer=6 was asked for. One line
-    names every clash; keys in free may differ (dropout, say, changes no weights).
+    names every clash, and how to use the model's values (other: the alternative, if any); keys in free may
+    differ (dropout, say, changes no weights).
     """
-    clashes = [f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in MODEL_KEYS
-               if k in given and k not in free and k in model_args and config[k] != model_args[k]]
-    if clashes:
-        raise ConfigError("; ".join(clashes) + " (leave the key out to use the model's value)")
+    keys = [k for k in MODEL_KEYS if k in given and k not in free and k in model_args and config[k] != model_args[k]]
+    if not keys:
+        return
+    clashes = "; ".join(f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in keys)
+    # a key set in a config file cannot be left out without editing the file: the command line overrides it
+    in_files = [f"--{k}={model_args[k]}" for k in keys if given[k] != "on the command line"]
+    hint = "leave the key out to use the model's value" if not in_files else \
+        f"to use the model's, add {' '.join(in_files)} to the command line (it overrides the file)"
+    on_line = [f"--{k}" for k in keys if given[k] == "on the command line"]
+    if in_files and on_line:
+        hint += f" and drop {' '.join(on_line)} from it"
+    if other:
+        hint += f", or {other}"
+    raise ConfigError(f"{clashes} ({hint})")
 
 
 def check_same_tokenizer(folder, data_dir, meta, key):
@@ -379,7 +390,8 @@ def adopt_checkpoint_model(config, given):
     path = os.path.join(config["out_dir"], "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
     model_args = {**asdict(GPTConfig()), **current_model_args(ckpt)}  # nanoGPT's lack norm, position, ...
-    check_model_keys(config, given, model_args, path, free=("attention",))  # sdpa or manual: the same weights
+    check_model_keys(config, given, model_args, path, free=("attention",),  # sdpa or manual: the same weights
+                     other="train this config from scratch into another --out_dir")
     return {**config, **{k: model_args[k] for k in MODEL_KEYS if k in model_args and k not in given}}
 
 

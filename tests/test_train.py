@@ -186,6 +186,30 @@ def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
     assert ckpt["model_args"]["dropout"] == 0.1 and ckpt["config"]["n_embd"] == 16
 
 
+def test_resume_clash_from_a_config_file_gives_a_hint_that_can_be_followed(tmp_path, data_dir):
+    """A model key set in a config file cannot be "left out" without editing the file: the one-line error says
+    which --key=value to add (the command line overrides the file), what to drop, or to use another out_dir;
+    doing what it says resumes."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    config = tmp_path / "six.py"
+    config.write_text("n_layer = 6\nn_embd = 16\n")
+    base = [sys.executable, "train.py", str(config), f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
+            "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--device=cpu",
+            "--compile=false", "--num_threads=1"]
+    result = subprocess.run(base + ["--n_head=4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, 2, f"n_layer=6 (in {config}) but {out}/ckpt.pt has n_layer=1",
+                          "n_head=4 (on the command line)",
+                          "(to use the model's, add --n_layer=1 to the command line (it overrides the file) and drop "
+                          "--n_head from it, or train this config from scratch into another --out_dir)")
+    followed = subprocess.run(base + ["--n_layer=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert followed.returncode == 0, followed.stderr
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
+    only_line = run_train("--init_from=resume", "--n_layer=2", data=data_dir, out=out)
+    assert_one_line_error(only_line, 2, "(leave the key out to use the model's value, or train this config from "
+                          "scratch into another --out_dir)")
+
+
 def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     """A scratch run into an out_dir holding a trained run moves that run to out_dir/previous/<...>-iter<N>/
     (checkpoints, log, plot, tokenizer, byte for byte) and says so; sample.py reads it from there."""
