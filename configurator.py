@@ -131,7 +131,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
             if key not in defaults:  # first: --quik says which key was meant, not that it lacks =value
                 raise _unknown(key, defaults, "on the command line")
             if not eq:
-                raise ConfigError(f"expected --key=value, got '{arg}'{_spaced(arg, argv[i + 1:], defaults[key], files)}")
+                hint = _spaced(arg, argv[i + 1:], defaults[key], files)
+                raise ConfigError(f"expected --key=value, got '{arg}'{hint}")
             # a str default keeps the text as typed: --out_dir=123 is the folder "123"
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)

@@ -33,8 +33,9 @@ complete iteration, within seconds; the exit code is 128 + the signal's number (
 interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving; a stop
 before training begins has nothing to save. stdout's reader going away (`train.py | head`) is a stop
 too: ckpt.pt is saved, one line on stderr says so, and the exit code is 141 (128 + SIGPIPE). A non-finite
-loss stops the run with exit code 1 and leaves the last good checkpoint alone. A run that cannot fit in memory is refused before it starts. Long evals
-show progress, and a long run estimates its time from its first iterations.
+loss stops the run with exit code 1 and leaves the last good checkpoint alone. A run that cannot fit in
+memory is refused before it starts. Long evals show progress, and a long run estimates its time from its
+first iterations.
 """
 
 import json
