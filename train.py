@@ -953,6 +953,9 @@ def train(config, ddp, given, stopper):
             raise SystemExit(128 + signal.SIGPIPE)
         elif stopper.signum is None:  # the loop saves and says so on stderr (save_on_stop)
             stopper.signum = signal.SIGPIPE
+            if stopper.cut:  # in a long eval's progress line: cut it short, as a signal's handler does
+                stopper.cut = False
+                raise Interrupted
 
     def forecast(batch_seconds, eval_batches):
         """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
