@@ -38,6 +38,14 @@ def _meant(arg, defaults):
     return f" (did you mean --{close[0]}={value}?)" if close else ""
 
 
+def _spaced(arg, rest, default, files):
+    """A hint for argparse's --key value (rest: the arguments after --key), or a bool's bare --flag."""
+    value = rest[0] if rest else None
+    if value is not None and not value.startswith("-") and not (files and os.path.isfile(value)):  # not a config file
+        return f" (did you mean {arg}={value}?)"
+    return f" (did you mean {arg}=true?)" if isinstance(default, bool) else ""
+
+
 def _coerce(key, value, default, where, nullable=()):
     """value (parsed Python, or a str from the command line) as the type of default."""
     if default is None:  # a key that is off by default takes any value
@@ -95,7 +103,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
         sys.exit(0)
     given = {} if given is None else given
     config = dict(defaults)
-    for arg in argv:
+    for i, arg in enumerate(argv):
         if not arg.startswith("--") and not files:
             raise ConfigError(f"expected --key=value, got '{arg}'{_meant(arg, defaults)}")
         if not arg.startswith("--"):
@@ -123,7 +131,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
             if key not in defaults:  # first: --quik says which key was meant, not that it lacks =value
                 raise _unknown(key, defaults, "on the command line")
             if not eq:
-                raise ConfigError(f"expected --key=value, got '{arg}'")
+                hint = _spaced(arg, argv[i + 1:], defaults[key], files)
+                raise ConfigError(f"expected --key=value, got '{arg}'{hint}")
             # a str default keeps the text as typed: --out_dir=123 is the folder "123"
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
@@ -314,6 +323,12 @@ def _terminate(signum, frame):
     raise Terminated
 
 
+def silence_stdout():
+    """Point stdout (the fd, so print, tqdm and exit's flush alike) at os.devnull after its reader has gone
+    (| head): what is still written has nowhere to fail."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def run(main):
     """
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
@@ -337,7 +352,7 @@ def run(main):
             print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:  # stdout piped into a reader that stopped (| head): done, not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush has nowhere to fail
+        silence_stdout()
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, before)

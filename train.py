@@ -31,9 +31,11 @@ Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval or a half-done itera
 short (under DDP, at the next eval batch or micro-batch), and ckpt.pt is saved as it was after the last
 complete iteration, within seconds; the exit code is 128 + the signal's number (130, 143), as an
 interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving; a stop
-before training begins has nothing to save. A non-finite loss stops the run with exit code 1 and leaves
-the last good checkpoint alone. A run that cannot fit in memory is refused before it starts. Long evals
-show progress, and a long run estimates its time from its first iterations.
+before training begins has nothing to save. stdout's reader going away (`train.py | head`) is a stop
+too: ckpt.pt is saved, one line on stderr says so, and the exit code is 141 (128 + SIGPIPE). A non-finite
+loss stops the run with exit code 1 and leaves the last good checkpoint alone. A run that cannot fit in
+memory is refused before it starts. Long evals show progress, and a long run estimates its time from its
+first iterations.
 """
 
 import json
@@ -62,6 +64,7 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
+                          silence_stdout,
                           resolve_device, run)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
@@ -349,16 +352,27 @@ def compiled_or_eager(model, x, y, ctx, device_type):
         set_rng_state(state, device_type)
 
 
-def check_model_keys(config, given, model_args, source, free=()):
+def check_model_keys(config, given, model_args, source, free=(), other=""):
     """
     A model key set in a config file or on the command line (given) must match the model being loaded:
     a checkpoint trained with 4 layers does not become 6 because --n_layer=6 was asked for. One line
-    names every clash; keys in free may differ (dropout, say, changes no weights).
+    names every clash, and how to use the model's values (other: the alternative, if any); keys in free may
+    differ (dropout, say, changes no weights).
     """
-    clashes = [f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in MODEL_KEYS
-               if k in given and k not in free and k in model_args and config[k] != model_args[k]]
-    if clashes:
-        raise ConfigError("; ".join(clashes) + " (leave the key out to use the model's value)")
+    keys = [k for k in MODEL_KEYS if k in given and k not in free and k in model_args and config[k] != model_args[k]]
+    if not keys:
+        return
+    clashes = "; ".join(f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in keys)
+    # a key set in a config file cannot be left out without editing the file: the command line overrides it
+    in_files = [f"--{k}={model_args[k]}" for k in keys if given[k] != "on the command line"]
+    hint = "leave the key out to use the model's value" if not in_files else \
+        f"to use the model's, add {' '.join(in_files)} to the command line (it overrides the file)"
+    on_line = [f"--{k}" for k in keys if given[k] == "on the command line"]
+    if in_files and on_line:
+        hint += f" and drop {' '.join(on_line)} from it"
+    if other:
+        hint += f", or {other}"
+    raise ConfigError(f"{clashes} ({hint})")
 
 
 def check_same_tokenizer(folder, data_dir, meta, key):
@@ -377,7 +391,8 @@ def adopt_checkpoint_model(config, given):
     path = os.path.join(config["out_dir"], "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
     model_args = {**asdict(GPTConfig()), **current_model_args(ckpt)}  # nanoGPT's lack norm, position, ...
-    check_model_keys(config, given, model_args, path, free=("attention",))  # sdpa or manual: the same weights
+    check_model_keys(config, given, model_args, path, free=("attention",),  # sdpa or manual: the same weights
+                     other="train this config from scratch into another --out_dir")
     return {**config, **{k: model_args[k] for k in MODEL_KEYS if k in model_args and k not in given}}
 
 
@@ -477,7 +492,9 @@ def keep_previous_run(out_dir):
     held = checkpoint_summary(iter_num, best) if iter_num is not None else "no checkpoint"
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
-    return f"{out_dir} held an earlier run ({held}): moved to {dest} (python sample.py --out_dir={dest})"
+    # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
+    sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) else ""
+    return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}"
 
 
 def open_out_dir(out_dir, data_dir, meta, resume_iter):
@@ -918,8 +935,27 @@ def train(config, ddp, given, stopper):
 
     def say(message):
         if master:
-            tqdm.write(message)
-            sys.stdout.flush()
+            try:
+                tqdm.write(message)
+                sys.stdout.flush()
+            except BrokenPipeError:  # | head has read its lines: a stop request, not the end of the run
+                stdout_closed()
+
+    def stdout_closed():
+        """stdout's reader has gone. Training must not end there silently and lose what it has not saved:
+        this is a stop as Ctrl-C's (saved, then exit code 141, 128 + SIGPIPE, as the shell reports a command
+        its closed pipe ended), said on stderr."""
+        silence_stdout()
+        if stopper.armed is None:  # all is saved: the run is over
+            print(f"stdout closed: the run is over and saved in {out_dir}", file=sys.stderr)
+        elif not stopper.armed:  # before training began: nothing to save
+            print("stdout closed before training began: nothing trained, nothing saved", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGPIPE)
+        elif stopper.signum is None:  # the loop saves and says so on stderr (save_on_stop)
+            stopper.signum = signal.SIGPIPE
+            if stopper.cut:  # in a long eval's progress line: cut it short, as a signal's handler does
+                stopper.cut = False
+                raise Interrupted
 
     def forecast(batch_seconds, eval_batches):
         """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
@@ -934,6 +970,11 @@ def train(config, ddp, given, stopper):
         """After a stop: ckpt.pt as it was after the last complete iteration (unless eval_only), and say so."""
         if not eval_only:
             save(["ckpt.pt"], before)
+            if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
+                if master:
+                    print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
+                          "continue with --init_from=resume", file=sys.stderr)
+                return
             name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
             say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
@@ -1049,6 +1090,12 @@ def train(config, ddp, given, stopper):
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
     start_iter, stop, opt_seconds = iter_num, False, 0.0
+    spent = None  # a resume of a run that had already ended: why nothing trains, and how to train on
+    if init_from == "resume" and iter_num >= max_iters:
+        spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
+    elif init_from == "resume" and 0 < max_seconds <= trained:
+        spent = (f"it had already used its max_seconds={max_seconds:g} budget ({trained:.0f} s of training steps); "
+                 "raise --max_seconds to train on")
     tokens_since_log, time_since_log = 0, 0.0
     step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
@@ -1129,7 +1176,10 @@ def train(config, ddp, given, stopper):
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
-            if iter_num > start_iter or math.isfinite(best_val_loss):
+            if iter_num == start_iter and spent:
+                say(f"done: nothing to train: the run in {out_dir} ended at iter {iter_num}: {spent} "
+                    f"(best val loss {best_val_loss:.4f})")
+            elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
                 say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved

@@ -100,8 +100,15 @@ def test_unknown_command_line_key_is_named_with_a_hint():
 
 
 def test_malformed_arguments():
-    with pytest.raises(ConfigError, match="expected --key=value, got '--compile'"):
+    with pytest.raises(ConfigError, match="expected --key=value, got '--compile' .did you mean --compile=true..$"):
         configure(DEFAULTS, ["--compile"])
+    # argparse's spaced form: the value is the next argument (not an option, not a config file)
+    with pytest.raises(ConfigError, match="^expected --key=value, got '--batch_size' .did you mean --batch_size=4..$"):
+        configure(DEFAULTS, ["--batch_size", "4"])
+    with pytest.raises(ConfigError, match="^expected --key=value, got '--batch_size'$"):
+        configure(DEFAULTS, ["--batch_size", "--compile=true"])
+    with pytest.raises(ConfigError, match="^expected --key=value, got '--batch_size'$"):
+        configure(DEFAULTS, ["--batch_size", __file__])
     with pytest.raises(ConfigError, match="unknown config key 'compil' on the command line .did you mean compile..$"):
         configure(DEFAULTS, ["--compil"])  # a misspelt key is named as that, with or without its =value
     with pytest.raises(ConfigError, match="cannot read config file no/such/file.py: No such file or directory$"):

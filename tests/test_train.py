@@ -186,6 +186,30 @@ def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
     assert ckpt["model_args"]["dropout"] == 0.1 and ckpt["config"]["n_embd"] == 16
 
 
+def test_resume_clash_from_a_config_file_gives_a_hint_that_can_be_followed(tmp_path, data_dir):
+    """A model key set in a config file cannot be "left out" without editing the file: the one-line error says
+    which --key=value to add (the command line overrides the file), what to drop, or to use another out_dir;
+    doing what it says resumes."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    config = tmp_path / "six.py"
+    config.write_text("n_layer = 6\nn_embd = 16\n")
+    base = [sys.executable, "train.py", str(config), f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
+            "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--device=cpu",
+            "--compile=false", "--num_threads=1"]
+    result = subprocess.run(base + ["--n_head=4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, 2, f"n_layer=6 (in {config}) but {out}/ckpt.pt has n_layer=1",
+                          "n_head=4 (on the command line)",
+                          "(to use the model's, add --n_layer=1 to the command line (it overrides the file) and drop "
+                          "--n_head from it, or train this config from scratch into another --out_dir)")
+    followed = subprocess.run(base + ["--n_layer=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert followed.returncode == 0, followed.stderr
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
+    only_line = run_train("--init_from=resume", "--n_layer=2", data=data_dir, out=out)
+    assert_one_line_error(only_line, 2, "(leave the key out to use the model's value, or train this config from "
+                          "scratch into another --out_dir)")
+
+
 def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     """A scratch run into an out_dir holding a trained run moves that run to out_dir/previous/<...>-iter<N>/
     (checkpoints, log, plot, tokenizer, byte for byte) and says so; sample.py reads it from there."""
@@ -429,6 +453,12 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert again.returncode == 0, again.stderr
     assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
+    assert (f"done: nothing to train: the run in {out} ended at iter {ckpt['iter_num']}: it had already used "
+            "its max_seconds=5 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
+    capped = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
+    assert capped.returncode == 0, capped.stderr  # the budget off (max_seconds=0) and max_iters passed long ago
+    assert (f"ended at iter {ckpt['iter_num']}: it had already reached max_iters=4; raise --max_iters to train on"
+            in capped.stdout), capped.stdout
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
@@ -557,6 +587,43 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
     ckpt = load_checkpoint(out / "ckpt.pt")
     steps, _ = losses(out)
     assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
+
+
+def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
+    """train.py | head: the reader going away mid-run is a stop, not the end: ckpt.pt is saved, one stderr line
+    says so and how to continue, and the exit code is 141 (128 + SIGPIPE), not 0 with the work lost."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--lr_decay_iters=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not proc.stdout.readline().startswith("iter 2:"):  # training has begun: a couple of lines, then go
+            assert proc.poll() is None
+        proc.stdout.close()
+        stderr = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 141, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and re.fullmatch(rf"stdout closed at iter (\d+): stopped and saved {out}/ckpt.pt; "
+                                            r"continue with --init_from=resume", lines[0]), stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == int(re.search(r"iter (\d+)", lines[0])[1]) >= 3
+    model_from_checkpoint(ckpt)  # loadable
+    resumed = run_train("--init_from=resume", f"--max_iters={ckpt['iter_num'] + 1}", "--eval_interval=100000",
+                        data=data_dir, out=out)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_moved_run_without_checkpoint_suggests_no_sample(tmp_path, data_dir):
+    """A run that left only a log (stopped before its first checkpoint) is moved aside without pointing
+    sample.py at a folder it cannot sample from."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.jsonl").write_text(json.dumps({"iter": 0, "val_loss": 2.5}) + "\n")
+    line = train.keep_previous_run(str(out))
+    assert "moved to" in line and "sample.py" not in line, line
 
 
 def train_cmd(out, data, *args):
