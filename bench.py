@@ -845,7 +845,7 @@ def check(cfg):
 
 def normalize_argv(argv, defaults):
     """Accept bare --flag for booleans and --json PATH, as well as --key=value."""
-    return spaced_values(argv, ("json",), [k for k, v in defaults.items() if isinstance(v, bool)])
+    return spaced_values(argv, defaults, keys=("json",))
 
 
 def main(argv=None):

@@ -143,12 +143,14 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
 HELP = ("-h", "--help")
 
 
-def spaced_values(argv, keys, flags=()):
+def spaced_values(argv, defaults, keys=None):
     """
-    argv with argparse's spellings written as --key=value: `--key value` for each of keys (`--input notes.txt`;
-    not where the next argument is an --option itself, which argparse refused too), and a bare `--flag` for
-    each of flags, bool keys (`--quick` is --quick=true).
+    argv with argparse's spellings written as --key=value: a bare `--flag` for each bool key of defaults
+    (`--quick` is --quick=true), and `--key value` for each of keys, default: every other key of defaults
+    (`--input notes.txt`; not where the next argument is an --option itself, which argparse refused too).
     """
+    flags = {k for k, v in defaults.items() if isinstance(v, bool)}
+    keys = set(defaults) - flags if keys is None else set(keys)
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]

@@ -534,8 +534,7 @@ def main(argv=None):
         raise ConfigError(f"scaling.py takes no arguments (the figures), or sweep and its --key=value; "
                           f"got '{argv[0]}'{hint}")
     # argparse's spellings, as before: bare --quick, --out_dir DIR; --help lists the sweep's keys
-    flags = [k for k, v in SWEEP.items() if isinstance(v, bool)]
-    cfg = configure(SWEEP, spaced_values(argv[sweeping:], set(SWEEP) - set(flags), flags), files=False)
+    cfg = configure(SWEEP, spaced_values(argv[sweeping:], SWEEP), files=False)
     if cfg["jobs"] < 0:
         raise ConfigError(f"jobs must be >= 0 (0: one per core), got {cfg['jobs']}")
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops, even if started with it ignored

@@ -64,8 +64,7 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
-                          silence_stdout,
-                          resolve_device, run)
+                          resolve_device, run, silence_stdout)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
 from tokenizer import find_meta, read_meta, write_meta

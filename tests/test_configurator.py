@@ -118,12 +118,13 @@ def test_malformed_arguments():
 def test_spaced_values_take_argparses_spellings():
     from configurator import spaced_values
     argv = ["--input", "a b.txt", "--quick", "--quick=false", "--out_dir=o", "--val", "-0.5", "--input"]
-    assert spaced_values(argv, ["input", "val"], ["quick"]) == [
+    defaults = {"input": "", "val": 0.0, "quick": False, "out_dir": ""}
+    assert spaced_values(argv, defaults, keys=["input", "val"]) == [
         "--input=a b.txt", "--quick=true", "--quick=false", "--out_dir=o", "--val=-0.5", "--input"]
     # an --option after a key is not its value (argparse refused it too): the key alone is the error
-    assert spaced_values(["--input", "--quick"], ["input"], ["quick"]) == ["--input", "--quick=true"]
+    assert spaced_values(["--input", "--quick"], defaults) == ["--input", "--quick=true"]
     with pytest.raises(ConfigError, match="expected --key=value, got '--input'"):
-        configure({"input": "", "quick": False}, spaced_values(["--input", "--quick"], ["input"], ["quick"]))
+        configure({"input": "", "quick": False}, spaced_values(["--input", "--quick"], {"input": "", "quick": False}))
 
 
 @pytest.mark.parametrize("arg, hint", [
