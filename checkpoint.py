@@ -2,18 +2,24 @@
 Checkpoints: written atomically, read without unpickling code.
 
 A checkpoint is a dict of tensors and plain Python values (see train.py for its keys), so that
-torch.load(..., weights_only=True) can read it: a file someone hands you cannot run code.
+torch.load(..., weights_only=True) can read it: a file someone hands you cannot run code. Models come
+from Hugging Face here too: GPT-2 (the hub or a folder, through transformers) and export.py's folders.
 """
 
+import importlib.util
 import json
 import math
 import os
+import urllib.error
+import urllib.request
 import warnings
 
 import torch
 
 from configurator import ConfigError
-from model import GPT, PRETRAINED, GPTConfig
+from model import GPT, GPTConfig
+
+PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 
 
 def save_checkpoint(obj, path):
@@ -161,16 +167,102 @@ def check_init_from(name, modes):
 
 def model_from_pretrained(name_or_path, dropout=0.0):
     """
-    The GPT that --init_from names: GPT-2 from the hub or a GPT-2 folder (GPT.from_pretrained, through
+    The GPT that --init_from names: GPT-2 from the hub or a GPT-2 folder (model_from_gpt2, through
     transformers), or an Arcee folder as export.py writes it (read here). Other folders: a ValueError.
     """
     kind = folder_config(name_or_path).get("model_type") if os.path.isdir(name_or_path) else "gpt2"
     if kind == "arcee":
         return model_from_arcee(name_or_path, dropout)
-    if kind not in ("gpt2", None):  # None: no config.json, GPT.from_pretrained says what is missing
+    if kind not in ("gpt2", None):  # None: no config.json, model_from_gpt2 says what is missing
         raise ValueError(f"{name_or_path} holds a {kind!r} model: glassgpt reads back GPT-2 and Arcee folders "
                          "(what export.py writes)")
-    return GPT.from_pretrained(name_or_path, dropout=dropout)
+    return model_from_gpt2(name_or_path, dropout)
+
+
+def model_from_gpt2(name_or_path, dropout=0.0):
+    """
+    GPT-2 weights from Hugging Face (GPT.from_pretrained): a hub name (gpt2, gpt2-medium, gpt2-large,
+    gpt2-xl), read from the local Hugging Face cache if it is there, else downloaded; or a local folder
+    written by save_pretrained. Needs `transformers`, only here.
+    """
+    if name_or_path not in PRETRAINED and not os.path.isdir(name_or_path):
+        raise ValueError(f"{name_or_path!r} is neither one of {', '.join(PRETRAINED)} nor a model folder")
+    if importlib.util.find_spec("transformers") is None:
+        raise ImportError("reading GPT-2 weights needs the transformers package: pip install transformers")
+    cached = name_or_path in PRETRAINED and hub_cached(name_or_path)  # before transformers' slow import
+    quiet_transformers()
+    from transformers import GPT2LMHeadModel
+    if os.path.isdir(name_or_path):  # another architecture would load as GPT-2 with its weights left random
+        kind = GPT2LMHeadModel.config_class.get_config_dict(name_or_path)[0].get("model_type")
+        if kind != "gpt2":
+            raise ValueError(f"{name_or_path} holds a {kind!r} model, not GPT-2 (checkpoint.model_from_pretrained "
+                             "reads Arcee folders too)")
+    hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
+    c = hf.config
+    # GPT-2's tanh GELU under its two Hugging Face names, or the exact one (a nanoGPT model exported)
+    activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(c.activation_function)
+    if activation is None or c.layer_norm_epsilon != 1e-5:
+        raise ValueError(f"{name_or_path}: activation {c.activation_function!r} or layer_norm_epsilon "
+                         f"{c.layer_norm_epsilon} is not GPT-2's")
+    sd_hf = {k: v for k, v in hf.state_dict().items()  # the same key names as ours
+             if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # causal-mask buffers, not weights
+    # GPT-2's format always has biases: export.py writes zeros for a model trained without them. All
+    # zero computes exactly what no bias does, so read it back as that model (its size, its fine-tune
+    # config); one non-zero bias (OpenAI's GPT-2) keeps them all.
+    bias = any(v.any().item() for k, v in sd_hf.items() if k.endswith(".bias"))
+    config = GPTConfig(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer,
+                       n_head=c.n_head, n_embd=c.n_embd, dropout=dropout, bias=bias,
+                       activation=activation, tie_weights=c.tie_word_embeddings)
+    model = GPT(config)
+    sd = model.state_dict()
+    missing = set(sd) - set(sd_hf)
+    if missing:
+        raise ValueError(f"{name_or_path}: no weights for {sorted(missing)[:5]}")
+    # HF's GPT-2 keeps OpenAI's Conv1D, a Linear stored as (in, out): transpose to (out, in)
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    with torch.no_grad():
+        for k in sd:
+            w = sd_hf[k].t() if k.endswith(conv1d) else sd_hf[k]
+            if w.shape != sd[k].shape:
+                raise ValueError(f"{name_or_path}: {k} has shape {tuple(w.shape)}, expected {tuple(sd[k].shape)}")
+            sd[k].copy_(w)
+    return model
+
+
+def quiet_transformers():
+    """
+    Import transformers with its progress bars ("Loading weights: 100%|...") and notices off: our own
+    lines say what was loaded or written, and an error stays one line. Every tool that imports it calls this.
+    """
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def hub_cached(name):
+    """
+    True if the local Hugging Face cache holds name's config and weights. If not, check in a few
+    seconds that the hub answers, so that no network is one clear OSError at once (Hugging Face's
+    client would retry for ~25 s, printing each failure).
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+    found = lambda f: isinstance(try_to_load_from_cache(name, f), str)  # noqa: E731
+    if found("config.json") and (found("model.safetensors") or found("pytorch_model.bin")):
+        return True
+    how = ("with no network, pass a local copy: --init_from=FOLDER (its config.json and model.safetensors, "
+           "as transformers' save_pretrained writes them)")
+    if constants.HF_HUB_OFFLINE:
+        raise OSError(f"{name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; {how}")
+    try:
+        url = f"{constants.ENDPOINT}/{name}/resolve/main/config.json"
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5).close()
+    except urllib.error.HTTPError:
+        pass  # the hub answered: its client takes it from here
+    except OSError as e:  # no route, no DNS, refused, timed out
+        raise OSError(f"{name} is not in the Hugging Face cache and {constants.ENDPOINT} is not reachable "
+                      f"({getattr(e, 'reason', None) or e}); {how}") from None
+    return False
 
 
 def arcee_gpt_config(c, dropout=0.0):

@@ -33,7 +33,7 @@ import torch
 
 from checkpoint import ARCEE_NAMES, is_nanogpt
 from configurator import ConfigError, config_keys, configure, run
-from model import quiet_transformers
+from checkpoint import quiet_transformers
 from sample import load_run
 from sizing import param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta

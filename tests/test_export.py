@@ -392,7 +392,7 @@ def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
 
 
 def test_loading_a_gpt2_folder_writes_only_our_lines(tmp_path):
-    """transformers' "Loading weights" bar and config notices stay off stderr (model.quiet_transformers):
+    """transformers' "Loading weights" bar and config notices stay off stderr (checkpoint.quiet_transformers):
     sample.py says only what it loaded, and a folder it refuses is one error line and nothing else."""
     write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
     export.main([f"--out_dir={tmp_path / 'run'}"])
