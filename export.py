@@ -292,7 +292,7 @@ def export_hf(model, meta, checkpoint, path, source, name):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    cfg = configure(DEFAULTS, argv, reads_run=True)
     if cfg["to"] != "hf":
         raise ConfigError(f"to must be hf (a Hugging Face transformers folder), got {cfg['to']!r}")
     path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")

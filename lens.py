@@ -474,7 +474,7 @@ def run_eval(cfg):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    cfg = configure(DEFAULTS, argv, reads_run=True)
     check(cfg)
     if cfg["eval"]:
         return run_eval(cfg)

@@ -175,7 +175,7 @@ def without_leading_newlines(pieces):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv, nullable=("top_k",))
+    cfg = configure(DEFAULTS, argv, nullable=("top_k",), reads_run=True)
     check(cfg)
     torch.manual_seed(cfg["seed"])
     dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])

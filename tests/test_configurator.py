@@ -443,3 +443,21 @@ def test_help_piped_into_head_ends_quietly():
     p.stdout.close()  # as head does after its line
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("script", ["sample", "lens", "export"])
+def test_a_training_config_given_to_a_run_reader_says_to_pass_its_out_dir(script, tmp_path):
+    """sample.py config/tiny.py: the run tiny.py trains is meant, so the error names the out_dir to pass, read
+    from the file (or train.py's default where it sets none), not the first key the script lacks."""
+    import importlib
+    main = importlib.import_module(script).main
+    with pytest.raises(ConfigError) as e:
+        main(["config/tiny.py"])
+    assert str(e.value) == (f"{script}.py reads a trained run, not a training config (config/tiny.py sets dataset): "
+                            "pass --out_dir=out-tiny, the folder config/tiny.py trains into")
+    bare = write(tmp_path, "max_iters = 4\n")
+    with pytest.raises(ConfigError, match=r"sets max_iters\): pass --out_dir=out, train.py's default folder"):
+        main([str(bare)])
+    typo = write(tmp_path, "tmperature = 0.5\n", "typo.py")  # a key of neither: still the plain unknown key
+    with pytest.raises(ConfigError, match="unknown config key 'tmperature'"):
+        main([str(typo)])
