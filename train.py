@@ -945,6 +945,9 @@ def train(config, ddp, given, stopper):
         this is a stop as Ctrl-C's (saved, then exit code 141, 128 + SIGPIPE, as the shell reports a command
         its closed pipe ended), said on stderr."""
         silence_stdout()
+        if eval_only:  # it writes no files: whenever its reader went, there is nothing to save
+            print("stdout closed: stopped; eval_only has nothing to save", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGPIPE)
         if stopper.armed is None:  # all is saved: the run is over
             print(f"stdout closed: the run is over and saved in {out_dir}", file=sys.stderr)
         elif not stopper.armed:  # before training began: nothing to save
