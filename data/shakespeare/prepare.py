@@ -4,7 +4,8 @@ canonical file; 1,309,248 / 147,913 from the offline fallback (Shakespeare's pla
 
     python data/shakespeare/prepare.py [--input=PATH] [--out_dir=DIR]
 
-The text comes from the same places, in the same order, as data/shakespeare_char (see there).
+The text comes from the same places, in the same order, as data/shakespeare_char (see there): first
+the input.txt or plays.txt either folder already keeps, so the text is fetched once for both.
 """
 
 import os
