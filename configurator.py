@@ -247,6 +247,20 @@ def let_idle_threads_sleep():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def quit_quietly_on_early_ctrl_c():
+    """
+    Make a Ctrl-C while a script still starts (import torch takes a second or two) one line and exit 130, as
+    run() makes it once main() runs, not a KeyboardInterrupt traceback from deep in an import (or, raised
+    inside torch's C++, an abort). A script calls this before its slow imports; run() then takes over.
+    The handler leaves at once, raising nothing: nothing has begun that could want saving or cleaning up.
+    """
+    def stop(signum, frame):
+        if os.environ.get("RANK", "0") == "0":  # under torchrun or --nproc only rank 0 speaks, as in run()
+            os.write(sys.stderr.fileno(), b"interrupted\n")
+        os._exit(130)
+    signal.signal(signal.SIGINT, stop)
+
+
 DTYPES = ("float32", "bfloat16", "float16")
 
 

@@ -26,6 +26,9 @@ import sys
 import threading
 import time
 
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 import numpy as np
 
 from configurator import HELP, ConfigError, configure, run, spaced_values

@@ -10,6 +10,9 @@ training memory, checkpoint size. tests/ prove every count equals the instantiat
 import os
 import sys
 
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, config_keys, run
 from tokenizer import read_meta
 

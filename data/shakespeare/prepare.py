@@ -12,6 +12,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import run  # noqa: E402
 from data.shakespeare_char.prepare import main  # noqa: E402  (one home for fetching and preparing it)
 

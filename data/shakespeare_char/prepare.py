@@ -24,6 +24,9 @@ import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import prepare_text  # noqa: E402
 
