@@ -26,7 +26,8 @@ import time
 
 if __name__ == "__main__":  # as the other scripts, so that what is timed here is what they run: with other
     # work on the cores, spinning OpenMP threads made the tiny step 16x slower (9.1 s against 0.55 s)
-    from configurator import let_idle_threads_sleep
+    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()  # and a Ctrl-C while torch loads is one line
     let_idle_threads_sleep()
 import torch
 from torch.nn import functional as F

@@ -85,10 +85,28 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None, given=None, files=True):
+def _training_config(path, scope, key, default_out_dir):
+    """The error for a training config given to a script that reads a trained run (sample.py config/tiny.py)."""
+    script = os.path.basename(sys._getframe(2).f_globals.get("__file__", sys.argv[0]))  # configure's caller
+    out_dir = scope.get("out_dir")
+    where = (f"the folder {path} trains into" if isinstance(out_dir, str)
+             else f"train.py's default folder, as {path} sets no out_dir")
+    return ConfigError(f"{script} reads a trained run, not a training config ({path} sets {key}): "
+                       f"pass --out_dir={out_dir if isinstance(out_dir, str) else default_out_dir}, {where}")
+
+
+def training_keys():
+    """train.py's config keys, read from its source (importing it would start torch)."""
+    return set(key_comments(os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.py")))
+
+
+def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None, given=None, files=True,
+              reads_run=False):
     """
     Return defaults updated by argv: config file paths and --key=value, applied left to right.
     strict_files=False lets a file set keys this script does not use (sizing.py reading a train config);
+    reads_run=True (sample.py, lens.py, export.py: they read a run's out_dir) says, for a file that sets
+    train.py's keys, to pass the out_dir it trains into instead;
     files=False takes no config files at all (a data/*/prepare.py: its bare argument is an error, not run).
     nullable names keys that may be set to None although their default is not (sample.py's top_k).
     -h or --help prints the calling script's usage and keys (see help_text) and exits 0; sources are
@@ -123,6 +141,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 if key not in defaults:
                     if not strict_files:
                         continue
+                    if reads_run and key in training_keys():
+                        raise _training_config(arg, scope, key, defaults["out_dir"])
                     raise _unknown(key, defaults, f"in {arg}")
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
                 given[key] = f"in {arg}"
@@ -225,6 +245,20 @@ def let_idle_threads_sleep():
     calls this before it imports torch (this file imports torch only inside functions).
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def quit_quietly_on_early_ctrl_c():
+    """
+    Make a Ctrl-C while a script still starts (import torch takes a second or two) one line and exit 130, as
+    run() makes it once main() runs, not a KeyboardInterrupt traceback from deep in an import (or, raised
+    inside torch's C++, an abort). A script calls this before its slow imports; run() then takes over.
+    The handler leaves at once, raising nothing: nothing has begun that could want saving or cleaning up.
+    """
+    def stop(signum, frame):
+        if os.environ.get("RANK", "0") == "0":  # under torchrun or --nproc only rank 0 speaks, as in run()
+            os.write(sys.stderr.fileno(), b"interrupted\n")
+        os._exit(130)
+    signal.signal(signal.SIGINT, stop)
 
 
 DTYPES = ("float32", "bfloat16", "float16")

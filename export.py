@@ -26,8 +26,9 @@ import math
 import os
 import shutil
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
-    from configurator import let_idle_threads_sleep
+if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
+    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
     let_idle_threads_sleep()
 import torch
 
@@ -292,7 +293,7 @@ def export_hf(model, meta, checkpoint, path, source, name):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    cfg = configure(DEFAULTS, argv, reads_run=True)
     if cfg["to"] != "hf":
         raise ConfigError(f"to must be hf (a Hugging Face transformers folder), got {cfg['to']!r}")
     path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")

@@ -21,8 +21,9 @@ import math
 import os
 import sys
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
-    from configurator import let_idle_threads_sleep
+if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
+    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
     let_idle_threads_sleep()
 import torch
 from torch.nn import functional as F
@@ -474,7 +475,7 @@ def run_eval(cfg):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    cfg = configure(DEFAULTS, argv, reads_run=True)
     check(cfg)
     if cfg["eval"]:
         return run_eval(cfg)

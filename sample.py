@@ -14,8 +14,9 @@ import os
 import sys
 import time
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
-    from configurator import let_idle_threads_sleep
+if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
+    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
     let_idle_threads_sleep()
 import torch
 
@@ -175,7 +176,7 @@ def without_leading_newlines(pieces):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv, nullable=("top_k",))
+    cfg = configure(DEFAULTS, argv, nullable=("top_k",), reads_run=True)
     check(cfg)
     torch.manual_seed(cfg["seed"])
     dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])

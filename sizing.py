@@ -10,6 +10,9 @@ training memory, checkpoint size. tests/ prove every count equals the instantiat
 import os
 import sys
 
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, config_keys, run
 from tokenizer import read_meta
 
@@ -19,6 +22,7 @@ KEYS = dict(  # sizing.py's own keys, beside GPTConfig's (model.py); a train.py 
     vocab_size=0,  # 0: the vocab of the config's dataset (its meta.json), as train.py uses; else GPT-2's 50257
     dataset="",  # train.py's key: a folder under data/ (vocab_size comes from its meta.json)
     data_dir="",  # train.py's key: the dataset's folder, if not data/<dataset>
+    optimizer="adamw",  # train.py's key: adamw | muon, whose state the checkpoint and training memory hold
 )
 
 
@@ -107,15 +111,26 @@ def flops_per_token(config, seq_len):
     return 6 * N + 12 * config.n_layer * config.n_head * Q * seq_len
 
 
-def memory_bytes(config, bytes_per_param=4):
-    """Training state (params, grads, AdamW's two moments) and checkpoint sizes in bytes, fp32."""
+def muon_params(config):
+    """The parameters optimizer="muon" gives Muon (model.configure_optimizers): the blocks' matmul weights,
+    c_attn 3d^2, attn.c_proj d^2, c_fc 4d^2, mlp.c_proj 4d^2; AdamW keeps the rest."""
+    return 12 * config.n_layer * config.n_embd ** 2
+
+
+def memory_bytes(config, bytes_per_param=4, optimizer="adamw"):
+    """
+    Training state (params, grads, the optimizer's state) and checkpoint sizes in bytes, the state in fp32.
+    AdamW keeps two moments per parameter; Muon one momentum buffer per matrix it updates (muon_params).
+    """
     n = param_counts(config)["total"]
+    m = muon_params(config) if optimizer == "muon" else 0
+    state = {"adamw": 2 * (n - m) * 4, "muon": m * 4}  # exp_avg and exp_avg_sq; momentum_buffer
     return {
         "params": n * bytes_per_param,
         "grads": n * bytes_per_param,
-        "adamw": 2 * n * 4,  # exp_avg and exp_avg_sq, always fp32
-        "train_state": n * (2 * bytes_per_param + 8),
-        "checkpoint": n * (bytes_per_param + 8),  # weights plus optimizer state, as ckpt.pt stores
+        **state,
+        "train_state": 2 * n * bytes_per_param + sum(state.values()),
+        "checkpoint": n * bytes_per_param + sum(state.values()),  # weights plus optimizer state, as ckpt.pt stores
         "weights_only": n * bytes_per_param,
     }
 
@@ -139,7 +154,7 @@ def human(n):
     return str(n)
 
 
-def report(config, seq_len=None):
+def report(config, seq_len=None, optimizer="adamw"):
     """The printed tables: parameters per component, FLOPs per token, memory, and the meta-model check."""
     from model import GPT  # imported here: the formulas above need no torch
     import torch
@@ -178,17 +193,22 @@ def report(config, seq_len=None):
     lines.append(f"forward+backward per token (6N + 12LHQT): {fpt:,} = {human(fpt)}FLOP "
                  f"({human(fpt * T)}FLOP per sequence of {T})")
 
-    m = memory_bytes(config)
-    lines += ["", "memory (fp32, AdamW): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
+    m = memory_bytes(config, optimizer=optimizer)
+    if optimizer != "muon":
+        del m["muon"]
+    which = "Muon for the blocks' matrices, AdamW for the rest" if optimizer == "muon" else "AdamW"
+    lines += ["", f"memory (fp32, optimizer={optimizer}: {which}): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
     return "\n".join(lines)
 
 
 def main():
-    from model import GPTConfig
+    from model import OPTIMIZERS, GPTConfig
     # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
     defaults = dict(config_keys(vars(GPTConfig())), **KEYS)
     cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")])
-    seq_len, dataset, data_dir = cfg.pop("seq_len"), cfg.pop("dataset"), cfg.pop("data_dir")
+    seq_len, dataset, data_dir, optimizer = (cfg.pop(k) for k in ("seq_len", "dataset", "data_dir", "optimizer"))
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     if not cfg["vocab_size"]:
         vocab, path = dataset_vocab(dataset, data_dir)
         cfg["vocab_size"] = vocab or GPTConfig.vocab_size
@@ -201,7 +221,7 @@ def main():
         config = GPTConfig(**cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    print(report(config, seq_len))
+    print(report(config, seq_len, optimizer))
 
 
 if __name__ == "__main__":

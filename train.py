@@ -52,8 +52,9 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 
-if __name__ == "__main__":  # before torch starts OpenMP: idle threads sleep rather than spin
-    from configurator import let_idle_threads_sleep
+if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
+    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
     let_idle_threads_sleep()
 import numpy as np
 import torch
@@ -374,6 +375,23 @@ def check_model_keys(config, given, model_args, source, free=(), other=""):
     raise ConfigError(f"{clashes} ({hint})")
 
 
+def checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng, sampler_state):
+    """What ckpt.pt holds: tensors and plain values only (weights_only loads it), and all a resume needs to
+    continue exactly: the optimizer's state, the random and data-sampler state, the time trained."""
+    return {
+        "model": raw_model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+        "model_args": asdict(raw_model.config),
+        "config": config,
+        "iter_num": iter_num,
+        "best_val_loss": best_val_loss,
+        "trained_seconds": trained,
+        "rng": rng,
+        "sampler": {"generator": sampler_state},
+    }
+
+
 def check_same_tokenizer(folder, data_dir, meta, key):
     """The dataset's tokenizer must be the one the model in folder was trained with, if folder has its
     meta.json: the same ids must mean the same characters or tokens."""
@@ -409,13 +427,13 @@ def available_memory(device_type):
     return None
 
 
-def check_fits(model_config, batch_size, device_type, processes=1):
+def check_fits(model_config, batch_size, device_type, processes=1, optimizer="adamw"):
     """
     Refuse, before anything is allocated, a run that clearly cannot fit: its weights, gradients and
-    AdamW state plus a lower bound on one micro-batch's activations (sizing.py's arithmetic) against
+    optimizer state plus a lower bound on one micro-batch's activations (sizing.py's arithmetic) against
     this machine's memory (the processes on one CPU share it).
     """
-    state = memory_bytes(model_config)["train_state"]
+    state = memory_bytes(model_config, optimizer=optimizer)["train_state"]
     acts = activation_bytes(model_config, batch_size, model_config.block_size)
     need = (state + acts) * (processes if device_type == "cpu" else 1)
     have = available_memory(device_type) if device_type in ("cpu", "cuda") else None
@@ -446,7 +464,7 @@ def preflight(config, given):
         except ValueError as e:
             raise ConfigError(f"cannot build the model ({config['init_from']}): {e}") from None
         check_fits(model_config, config["batch_size"], torch.device(config["device"]).type,
-                   int(os.environ.get("LOCAL_WORLD_SIZE", config["nproc"])))
+                   int(os.environ.get("LOCAL_WORLD_SIZE", config["nproc"])), config["optimizer"])
     return config
 
 
@@ -800,7 +818,8 @@ def train(config, ddp, given, stopper):
                 raise ConfigError(f"block_size={block_size} is longer than {init_from}'s {raw_model.config.block_size}")
             raw_model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
             check_model_keys(config, given, asdict(raw_model.config), init_from, free=("block_size",))
-            check_fits(raw_model.config, batch_size, device_type, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+            check_fits(raw_model.config, batch_size, device_type, int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
+                       config["optimizer"])
     except ConfigError:
         raise
     except ImportError as e:
@@ -917,18 +936,8 @@ def train(config, ddp, given, stopper):
         rng = {"torch": [s["torch"] for s in states]}
         if device_type == "cuda":
             rng["cuda"] = [s["cuda"] for s in states]
-        state = {
-            "model": raw_model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-            "model_args": asdict(raw_model.config),
-            "config": config,
-            "iter_num": iter_num,
-            "best_val_loss": best_val_loss,
-            "trained_seconds": trained,
-            "rng": rng,
-            "sampler": {"generator": before[0] if before else sampler.get_state()},
-        }
+        state = checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng,
+                                 before[0] if before else sampler.get_state())
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
 
@@ -945,6 +954,9 @@ def train(config, ddp, given, stopper):
         this is a stop as Ctrl-C's (saved, then exit code 141, 128 + SIGPIPE, as the shell reports a command
         its closed pipe ended), said on stderr."""
         silence_stdout()
+        if eval_only:  # it writes no files: whenever its reader went, there is nothing to save
+            print("stdout closed: stopped; eval_only has nothing to save", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGPIPE)
         if stopper.armed is None:  # all is saved: the run is over
             print(f"stdout closed: the run is over and saved in {out_dir}", file=sys.stderr)
         elif not stopper.armed:  # before training began: nothing to save

@@ -443,3 +443,59 @@ def test_help_piped_into_head_ends_quietly():
     p.stdout.close()  # as head does after its line
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("script", ["sample", "lens", "export"])
+def test_a_training_config_given_to_a_run_reader_says_to_pass_its_out_dir(script, tmp_path):
+    """sample.py config/tiny.py: the run tiny.py trains is meant, so the error names the out_dir to pass, read
+    from the file (or train.py's default where it sets none), not the first key the script lacks."""
+    import importlib
+    main = importlib.import_module(script).main
+    with pytest.raises(ConfigError) as e:
+        main(["config/tiny.py"])
+    assert str(e.value) == (f"{script}.py reads a trained run, not a training config (config/tiny.py sets dataset): "
+                            "pass --out_dir=out-tiny, the folder config/tiny.py trains into")
+    bare = write(tmp_path, "max_iters = 4\n")
+    with pytest.raises(ConfigError, match=r"sets max_iters\): pass --out_dir=out, train.py's default folder"):
+        main([str(bare)])
+    typo = write(tmp_path, "tmperature = 0.5\n", "typo.py")  # a key of neither: still the plain unknown key
+    with pytest.raises(ConfigError, match="unknown config key 'tmperature'"):
+        main([str(typo)])
+
+
+def test_ctrl_c_while_a_script_starts_is_one_line_and_exit_130():
+    """A Ctrl-C during `import torch` (a script's first second or two) is one line and exit 130, as run() makes
+    it later, not a KeyboardInterrupt traceback from inside the import. The signal comes once the handler is in,
+    as torch starts loading: deterministic however busy the machine."""
+    code = ("import configurator; configurator.quit_quietly_on_early_ctrl_c(); print('ready', flush=True); "
+            "import torch, time; time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and stderr == "interrupted\n", stderr
+
+
+SCRIPTS = ["train.py", "sample.py", "lens.py", "export.py", "bench.py", "scaling.py", "sizing.py",
+           "data/shakespeare_char/prepare.py", "data/shakespeare/prepare.py", "data/text/prepare.py",
+           "data/openwebtext/prepare.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_quiets_an_early_ctrl_c_before_its_slow_imports(script):
+    """Run as a script, each installs the handler above before it imports anything beyond the standard library
+    (torch, numpy, tqdm and the project's modules that load them), so an early Ctrl-C is one line."""
+    installed = False
+    for node in ast.parse((ROOT / script).read_text()).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and \
+                "quit_quietly_on_early_ctrl_c()" in ast.unparse(node):
+            installed = True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and not installed:
+            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            assert all(n.split(".")[0] in sys.stdlib_module_names or n == "configurator" for n in names), \
+                f"{script} imports {names} before it quiets an early Ctrl-C"
+    assert installed, script

