@@ -85,14 +85,17 @@ def _parse(text):
         return text
 
 
-def _training_config(path, scope, key, default_out_dir):
+def _training_config(script, path, scope, key, default_out_dir):
     """The error for a training config given to a script that reads a trained run (sample.py config/tiny.py)."""
-    script = os.path.basename(sys._getframe(2).f_globals.get("__file__", sys.argv[0]))  # configure's caller
-    out_dir = scope.get("out_dir")
-    where = (f"the folder {path} trains into" if isinstance(out_dir, str)
-             else f"train.py's default folder, as {path} sets no out_dir")
-    return ConfigError(f"{script} reads a trained run, not a training config ({path} sets {key}): "
-                       f"pass --out_dir={out_dir if isinstance(out_dir, str) else default_out_dir}, {where}")
+    out_dir, init_from = scope.get("out_dir"), scope.get("init_from")
+    if isinstance(init_from, str) and init_from not in ("scratch", "resume"):  # config/eval_gpt2.py: weights from outside
+        how = f"--init_from={init_from}, the model {path} starts from"
+    elif isinstance(out_dir, str):
+        how = f"--out_dir={out_dir}, the folder {path} trains into"
+    else:
+        how = f"--out_dir={default_out_dir}, train.py's default folder, as {path} sets no out_dir"
+    return ConfigError(f"{os.path.basename(script)} reads a trained run, not a training config ({path} sets {key}): "
+                       f"pass {how}")
 
 
 def training_keys():
@@ -115,8 +118,9 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
     line"): a key set to its default value was still asked for (train.py checks them against a checkpoint).
     """
     argv = sys.argv[1:] if argv is None else argv
+    script = sys._getframe(1).f_globals.get("__file__", sys.argv[0])  # the calling script
     if any(arg in HELP for arg in argv):
-        sources = sources or [sys._getframe(1).f_globals["__file__"]]
+        sources = sources or [script]
         print(help_text(sources[0], [("config keys", defaults)], sources, files))
         sys.exit(0)
     given = {} if given is None else given
@@ -142,7 +146,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     if not strict_files:
                         continue
                     if reads_run and key in training_keys():
-                        raise _training_config(arg, scope, key, defaults["out_dir"])
+                        raise _training_config(script, arg, scope, key, defaults["out_dir"])
                     raise _unknown(key, defaults, f"in {arg}")
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
                 given[key] = f"in {arg}"

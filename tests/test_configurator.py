@@ -458,6 +458,8 @@ def test_a_training_config_given_to_a_run_reader_says_to_pass_its_out_dir(script
     bare = write(tmp_path, "max_iters = 4\n")
     with pytest.raises(ConfigError, match=r"sets max_iters\): pass --out_dir=out, train.py's default folder"):
         main([str(bare)])
+    with pytest.raises(ConfigError, match=r"sets \w+\): pass --init_from=gpt2, the model config/eval_gpt2.py"):
+        main(["config/eval_gpt2.py"])  # GPT-2's weights, not a run folder
     typo = write(tmp_path, "tmperature = 0.5\n", "typo.py")  # a key of neither: still the plain unknown key
     with pytest.raises(ConfigError, match="unknown config key 'tmperature'"):
         main([str(typo)])
