@@ -30,3 +30,55 @@ def offline_hf(tmp_path):
             e["HF_HUB_OFFLINE"] = "1"
         return e
     return env
+
+
+def run_script(script, *args, cwd=None):
+    """
+    python <script> <args> (script relative to the repo), run in this process: no new interpreter importing
+    torch again, 3 s and more a run on this project's 2 shared cores. The script's own code from the top, as
+    __main__, its folder first on sys.path, its stdout and stderr caught at the file descriptors (train.py
+    writes its stop lines with os.write). Returns a CompletedProcess. What only a real process shows
+    (signals, a closed pipe, import-time noise, DDP) the tests run for real.
+    """
+    import runpy
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv, here, code = [script, *map(str, args)], os.getcwd(), 0
+    path = os.path.join(root, script)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    environ = dict(os.environ)  # the scripts set OMP_WAIT_POLICY for themselves, not for what runs next
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2), sys.stdout, sys.stderr, sys.argv
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False, buffering=1)
+        sys.argv = argv
+        sys.path.insert(0, os.path.dirname(path))
+        os.chdir(root if cwd is None else cwd)
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        finally:
+            sys.stdout.close()  # flushed; the descriptors stay open
+            sys.stderr.close()
+            os.chdir(here)
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            sys.stdout, sys.stderr, sys.argv = saved[2:]
+            sys.path.remove(os.path.dirname(path))
+            os.environ.clear()
+            os.environ.update(environ)
+            signal.set_wakeup_fd(-1)  # train.py's stop watcher's: its thread waits on, harmless
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, code, out.read(), err.read())

@@ -15,18 +15,22 @@ import pytest
 
 import bench
 from configurator import ConfigError
+from conftest import run_script
 from model import GPTConfig
 from sizing import flops_per_token
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_bench(tmp_path, *args, timeout=120):
+def run_bench(tmp_path, *args, real=False):
+    """python bench.py args --quick: its --json and stdout. Run in this process (conftest.run_script), or,
+    real, as a process of its own (what measures the process's own memory needs one)."""
     out = tmp_path / "bench.json"
     # one thread: with the CPU shared (other tests, other jobs), two OpenMP threads wait on each other
     # at every small op and a seconds-long run becomes a minutes-long one
-    p = subprocess.run([sys.executable, "bench.py", *args, "--quick", "--threads=1", "--json", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=timeout)
+    args = ["bench.py", *args, "--quick", "--threads=1", "--json", str(out)]
+    p = (subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120) if real
+         else run_script(*args))
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("machine: torch "), p.stdout
     return json.loads(out.read_text()), p.stdout
@@ -105,7 +109,7 @@ def test_sample_cache_matches_recompute(tmp_path):
 
 
 def test_attention_sweep_slopes(tmp_path):
-    r, out = run_bench(tmp_path, "--mode=attention", "--backward")
+    r, out = run_bench(tmp_path, "--mode=attention", "--backward", real=True)  # the peak resident set: its own
     assert r["T"] == [64, 128, 256, 512, 1024] and r["backward"] is True
     for row in r["rows"]:
         assert row["manual_ms"] > 0 and row["sdpa_ms"] > 0
@@ -155,9 +159,8 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
 def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
     """Each mode checks its keys before the machine line (as the race does): the error is all that is said,
     not a line after 'machine: ...' (and, for data_dir and peak_sizes, not after the timing)."""
-    nope = str(tmp_path / "nope")
-    p = subprocess.run([sys.executable, "bench.py", *[a.replace("NOPE", nope) for a in args]], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    nope = str(tmp_path / "nope")  # (in this process: the test above runs bench.py's bad input for real)
+    p = run_script("bench.py", *[a.replace("NOPE", nope) for a in args])
     assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {error.replace('NOPE', nope)}\n")
 
 
@@ -207,7 +210,7 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     ng, cfg = make_race(tmp_path)
     r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
                        "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=4",
-                       "--thresholds=1.88,1.70,1.60,0.5", timeout=600)
+                       "--thresholds=1.88,1.70,1.60,0.5", "--same_time=false")  # the next test's
     ngr = r["sides"]["nanoGPT"]
     assert ngr["iters"] == 101  # nanoGPT runs iterations 0..max_iters
     assert ngr["train_s"] == pytest.approx(101 * 0.010)  # the eval-holding steps count 10 ms, not 500
@@ -249,7 +252,7 @@ def test_race_gives_glassgpt_nanogpts_training_time_as_a_budget(tmp_path):
     cfg.write_text(cfg.read_text() + "max_iters = 100000\nlr_decay_iters = 100000\nmax_seconds = 3\n")
     r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
                        "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=50",
-                       "--same_recipe=false", timeout=600)
+                       "--same_recipe=false")
     gg, same_time = r["sides"]["glassgpt"], r["sides"][bench.SAME_TIME]
     assert 2.9 < gg["train_s"] < 3.5  # the config's own budget, 3 s
     assert 0.9 < same_time["train_s"] < 1.4 and same_time["iters"] < gg["iters"]  # nanoGPT's 1.01 s
@@ -262,7 +265,7 @@ def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
     ng, cfg = make_race(tmp_path)
     (ng / "train.py").write_text(FAKE_NANOGPT.replace('"ARGV"', repr(str(tmp_path / "argv.json"))))
     run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}", "--nanogpt_iters=20",
-              "--nanogpt_eval_interval=10", "--eval_interval=20", timeout=600)
+              "--nanogpt_eval_interval=10", "--eval_interval=20", "--same_recipe=false", "--same_time=false")
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:11] == ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                          "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
@@ -287,8 +290,7 @@ def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
 def test_race_refuses_without_a_prepared_nanogpt_on_the_same_data(case, message, tmp_path):
     ng, cfg = make_race(tmp_path, same_data=case != "other data")
     path = {"no path": "", "not a checkout": str(tmp_path), "other data": str(ng), "glassgpt": ROOT}[case]
-    p = subprocess.run([sys.executable, "bench.py", "--mode=race", f"--nanogpt={path}", f"--glassgpt_config={cfg}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_script("bench.py", "--mode=race", f"--nanogpt={path}", f"--glassgpt_config={cfg}")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr
     assert message in p.stderr
     assert p.stdout == ""  # the error alone: no machine line before it

@@ -27,6 +27,7 @@ import tokenizer  # noqa: E402
 import train  # noqa: E402
 from checkpoint import model_from_pretrained, save_checkpoint  # noqa: E402
 from configurator import ConfigError  # noqa: E402
+from conftest import run_script  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,8 +157,9 @@ def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
 def test_switch_gpt2_cannot_express_is_one_line(tmp_path, switch, word):
     key, value = switch.split("=")
     write_run(tmp_path / "run", tokenizer.char_meta(CHARS), **{key: value})
-    result = subprocess.run([sys.executable, str(ROOT / "export.py"), f"--out_dir={tmp_path / 'run'}"],
-                            capture_output=True, text=True, cwd=ROOT)
+    args = [str(ROOT / "export.py"), f"--out_dir={tmp_path / 'run'}"]
+    result = (subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT)
+              if switch == "position=rope" else run_script(*args))  # one as a user runs it, one in this process
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and word in result.stderr and "config/tiny_gpt2.py" in result.stderr
     assert not (tmp_path / "run" / "hf").exists()
@@ -320,12 +322,10 @@ def test_train_from_an_exported_folder(tmp_path, switches):
     export.main([f"--out_dir={tmp_path / 'run'}"])
     data = tmp_path / "data"
     tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"--init_from={tmp_path / 'run' / 'hf'}", f"--data_dir={data}",
-         f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1",
-         "--max_iters=2", "--eval_interval=2", "--eval_iters=2", "--device=cpu", "--dtype=float32",
-         "--compile=false", "--num_threads=1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = run_script(
+        "train.py", f"--init_from={tmp_path / 'run' / 'hf'}", f"--data_dir={data}", f"--out_dir={tmp_path / 'tuned'}",
+        "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1", "--max_iters=2", "--eval_interval=2",
+        "--eval_iters=2", "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "tuned" / "ckpt.pt").is_file()
     first = next(json.loads(line) for line in (tmp_path / "tuned" / "log.jsonl").open() if '"val_loss"' in line)
@@ -343,10 +343,9 @@ def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     export.main([f"--out_dir={tmp_path / 'run'}"])
     other = tokenizer.char_meta(CHARS.replace("3", "4"))  # as many characters, one of them another
     tokenizer.write_dataset(tmp_path / "data", [i % 65 for i in range(3000)], [i % 7 for i in range(500)], other)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"--init_from={tmp_path / 'run' / 'hf'}",
-         f"--data_dir={tmp_path / 'data'}", f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--max_iters=2",
-         "--device=cpu", "--compile=false"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = run_script("train.py", f"--init_from={tmp_path / 'run' / 'hf'}", f"--data_dir={tmp_path / 'data'}",
+                        f"--out_dir={tmp_path / 'tuned'}", "--block_size=32", "--max_iters=2", "--device=cpu",
+                        "--compile=false")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "not the tokenizer this model was trained with" in result.stderr
     assert not (tmp_path / "tuned").exists()
@@ -380,12 +379,9 @@ def test_tiny_gpt2_config_fine_tunes_its_own_export(tmp_path):
     export.main([f"--out_dir={out}"])
     data = tmp_path / "data"
     tokenizer.write_dataset(data, [i % len(CHARS) for i in range(3000)], [(i * i) % 61 for i in range(500)], meta)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), str(ROOT / "config" / "tiny_gpt2.py"),
-         "--init_from=out-tiny-gpt2/hf", f"--data_dir={data}", "--batch_size=4", "--max_iters=1",
-         "--eval_interval=1", "--eval_iters=1", "--device=cpu", "--dtype=float32", "--compile=false",
-         "--num_threads=1"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = run_script("train.py", str(ROOT / "config" / "tiny_gpt2.py"), "--init_from=out-tiny-gpt2/hf",
+                        f"--data_dir={data}", "--batch_size=4", "--max_iters=1", "--eval_interval=1", "--eval_iters=1",
+                        "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert checkpoint.load_checkpoint(out / "ckpt.pt")["model_args"]["bias"] is False
     assert [p.name for p in (out / "previous").glob("*/hf")] == ["hf"]  # the export moved aside with its run
@@ -417,8 +413,7 @@ def test_an_export_given_as_out_dir_says_init_from_reads_it(tmp_path, tool):
     write_run(tmp_path / "run", tokenizer.char_meta(CHARS), bias=False)
     export.main([f"--out_dir={tmp_path / 'run'}"])
     folder = tmp_path / "run" / "hf"
-    result = subprocess.run([sys.executable, str(ROOT / tool), f"--out_dir={folder}", "--device=cpu"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = run_script(tool, f"--out_dir={folder}", "--device=cpu")
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
     assert f"no checkpoint at {folder / 'ckpt.pt'}" in result.stderr and f"--init_from={folder}" in result.stderr
 

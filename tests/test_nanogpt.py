@@ -20,6 +20,7 @@ import sample
 import tokenizer
 from checkpoint import is_nanogpt, load_checkpoint, model_from_checkpoint
 from configurator import ConfigError
+from conftest import run_script
 from model import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,12 +108,10 @@ def test_resume_a_nanogpt_run_warns_and_keeps_its_checkpoint(tmp_path):
     nanogpt_checkout(tmp_path, iter_num=40)
     out = tmp_path / "out-shakespeare-char"
     original = (out / "ckpt.pt").read_bytes()
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "--init_from=resume", f"--out_dir={out}",
-         f"--data_dir={tmp_path / 'data' / 'shakespeare_char'}", "--block_size=32", "--batch_size=4",
-         "--gradient_accumulation_steps=1", "--max_iters=43", "--eval_interval=3", "--eval_iters=2",
-         "--bias=false", "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_script(
+        "train.py", "--init_from=resume", f"--out_dir={out}", f"--data_dir={tmp_path / 'data' / 'shakespeare_char'}",
+        "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1", "--max_iters=43", "--eval_interval=3",
+        "--eval_iters=2", "--bias=false", "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1")
     assert result.returncode == 0, result.stderr
     assert "nanoGPT's" in result.stderr and "not exactly" in result.stderr
     assert (out / "ckpt_nanogpt.pt").read_bytes() == original  # nanoGPT can still resume its own file

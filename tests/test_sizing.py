@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from conftest import run_script
 from model import GPT, GPTConfig
 from sizing import (BLOCK_PARTS, activation_bytes, flops_per_token, forward_flops, gpt_params, memory_bytes,
                     param_counts)
@@ -214,13 +215,16 @@ def test_activation_bytes_is_a_lower_bound_of_what_autograd_keeps(switches):
 # the command line
 
 
-def sizing(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / "sizing.py"), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+def sizing(*args, real=False):
+    """python sizing.py args: in this process (conftest.run_script), or, real, as a process of its own."""
+    if real:
+        return subprocess.run([sys.executable, str(ROOT / "sizing.py"), *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+    return run_script("sizing.py", *args)
 
 
 def test_cli_prints_gpt2_small():
-    r = sizing()
+    r = sizing(real=True)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     for n in list(GPT2_SMALL.values()) + [124_439_808, 123_653_376, 85_054_464]:
@@ -270,7 +274,7 @@ def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
     (("no_such_config.py",), "no_such_config.py"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, needle):
-    r = sizing(*args)
+    r = sizing(*args, real=args == ("--bogus=1",))  # one as a user sees it; the rest the same code, in process
     assert r.returncode == 2
     assert r.stdout == ""
     assert "Traceback" not in r.stderr

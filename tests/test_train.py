@@ -21,6 +21,7 @@ import torch
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import config_keys, configure
+from conftest import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 16
@@ -52,11 +53,11 @@ def data_dir(tmp_path):
     return tmp_path / "data"
 
 
-def run_train(*args, data=None, out=None, timeout=300):
-    cmd = [sys.executable, str(ROOT / "train.py")]
-    cmd += [f"--data_dir={data}"] if data else []
-    cmd += [f"--out_dir={out}"] if out else []
-    return subprocess.run(cmd + TINY + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run_train(*args, data=None, out=None):
+    """python train.py with TINY and args, run in this process; what needs a real one runs train_cmd."""
+    where = [f"--data_dir={data}"] if data else []
+    where += [f"--out_dir={out}"] if out else []
+    return run_script("train.py", *where, *TINY, *args)
 
 
 def records(out):
@@ -176,10 +177,9 @@ def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
                           "n_layer=2 (on the command line)", "has n_layer=1", "position=rope", "position=learned")
     assert digest(out / "ckpt.pt") == before
     # no model keys at all (nor block_size: the default 1024 would not fit this checkpoint): the checkpoint's
-    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
-           "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--dropout=0.1",
-           "--gradient_accumulation_steps=2", "--device=cpu", "--compile=false", "--num_threads=1"]
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_script("train.py", f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
+                        "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--dropout=0.1",
+                        "--gradient_accumulation_steps=2", "--device=cpu", "--compile=false", "--num_threads=1")
     assert result.returncode == 0, result.stderr
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 4 and ckpt["model_args"]["n_layer"] == 1 and ckpt["model_args"]["block_size"] == 16
@@ -194,15 +194,14 @@ def test_resume_clash_from_a_config_file_gives_a_hint_that_can_be_followed(tmp_p
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     config = tmp_path / "six.py"
     config.write_text("n_layer = 6\nn_embd = 16\n")
-    base = [sys.executable, "train.py", str(config), f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume",
-            "--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--device=cpu",
-            "--compile=false", "--num_threads=1"]
-    result = subprocess.run(base + ["--n_head=4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    base = [str(config), f"--data_dir={data_dir}", f"--out_dir={out}", "--init_from=resume", "--max_iters=4",
+            "--eval_interval=2", "--eval_iters=2", "--batch_size=4", "--device=cpu", "--compile=false", "--num_threads=1"]
+    result = run_script("train.py", *base, "--n_head=4")
     assert_one_line_error(result, 2, f"n_layer=6 (in {config}) but {out}/ckpt.pt has n_layer=1",
                           "n_head=4 (on the command line)",
                           "(to use the model's, add --n_layer=1 to the command line (it overrides the file) and drop "
                           "--n_head from it, or train this config from scratch into another --out_dir)")
-    followed = subprocess.run(base + ["--n_layer=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    followed = run_script("train.py", *base, "--n_layer=1")
     assert followed.returncode == 0, followed.stderr
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
     only_line = run_train("--init_from=resume", "--n_layer=2", data=data_dir, out=out)
@@ -243,8 +242,7 @@ def test_no_checkpoint_points_to_the_run_moved_aside(tmp_path, data_dir):
     kept = str(next((out / "previous").iterdir()))
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2,
                           f"no checkpoint at {out}/ckpt.pt", f"moved aside to {kept}: pass --out_dir={kept}")
-    sampled = subprocess.run([sys.executable, "sample.py", f"--out_dir={out}"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
+    sampled = run_script("sample.py", f"--out_dir={out}")
     assert_one_line_error(sampled, 2, f"--out_dir={kept}")
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     with pytest.raises(train.ConfigError) as error:  # a run is there again: a missing file is only that
@@ -398,15 +396,10 @@ def test_plot_shows_where_the_curves_settle_names_the_run_and_marks_best(tmp_pat
     assert any("above the plot" in t.get_text() for t in ax.texts)
 
 
-def test_without_matplotlib_the_run_says_once_how_to_get_the_plot(tmp_path, data_dir):
-    hidden = ("import runpy, sys\n"
-              "sys.modules['matplotlib'] = None  # import matplotlib now raises ImportError\n"
-              "sys.argv = sys.argv[1:]\n"
-              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+def test_without_matplotlib_the_run_says_once_how_to_get_the_plot(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-c", hidden, "train.py", f"--data_dir={data_dir}", f"--out_dir={out}",
-                             *TINY, "--max_iters=4", "--eval_interval=2"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = run_train("--max_iters=4", "--eval_interval=2", data=data_dir, out=out)
     assert result.returncode == 0, result.stderr
     said = [line for line in (result.stdout + result.stderr).splitlines() if "pip install" in line]
     assert said == [f"no {out}/loss.png: drawing it needs matplotlib (pip install matplotlib)"]
@@ -426,7 +419,7 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     the lr decayed over the time (to within 10% of min_lr at the last step), a last eval and checkpoint,
     and the seconds saved in it; a resume with a longer budget continues the time and the decay, and a
     resume of a finished budget trains nothing more."""
-    out, budget = tmp_path / "out", 3.0
+    out, budget = tmp_path / "out", 2.0
     args = ["--max_iters=1000000", "--lr_decay_iters=1000000", "--eval_interval=100000"]
     result = run_train(*args, f"--max_seconds={budget}", data=data_dir, out=out)
     assert result.returncode == 0, result.stderr
@@ -434,27 +427,27 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     evals = [r["iter"] for r in records(out) if "val_loss" in r]
     n = len(steps)
     assert 10 < n < 1000000 and evals == [0, n]  # a last eval where the time ran out
-    assert f"done: iter {n} (3 s of training steps)" in result.stdout
+    assert f"done: iter {n} (2 s of training steps)" in result.stdout
     lrs = [r["lr"] for r in steps[2:]]  # after the 2-iteration warmup
     assert all(a >= b for a, b in zip(lrs, lrs[1:])) and lrs[0] > 0.9e-2
     assert lrs[-1] <= 1e-3 + 0.1 * (1e-2 - 1e-3)  # iterations alone would still be at the peak
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == n and budget <= ckpt["trained_seconds"] < budget + 2
 
-    longer = run_train(*args, "--max_seconds=5", "--init_from=resume", data=data_dir, out=out)
+    longer = run_train(*args, "--max_seconds=3", "--init_from=resume", data=data_dir, out=out)
     assert longer.returncode == 0, longer.stderr
     more = [r for r in records(out) if "loss" in r and r["iter"] >= n]
     assert more and more[0]["iter"] == n
-    assert more[0]["lr"] < 0.5 * (1e-2 + 1e-3)  # 3 s of 5 spent: past the cosine's midpoint already
+    assert more[0]["lr"] < 0.5 * (1e-2 + 1e-3)  # 2 s of 3 spent: past the cosine's midpoint already
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert 5.0 <= ckpt["trained_seconds"] < 7.0 and ckpt["iter_num"] == n + len(more)
+    assert 3.0 <= ckpt["trained_seconds"] < 5.0 and ckpt["iter_num"] == n + len(more)
 
-    again = run_train(*args, "--max_seconds=5", "--init_from=resume", data=data_dir, out=out)
+    again = run_train(*args, "--max_seconds=3", "--init_from=resume", data=data_dir, out=out)
     assert again.returncode == 0, again.stderr
     assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
     assert (f"done: nothing to train: the run in {out} ended at iter {ckpt['iter_num']}: it had already used "
-            "its max_seconds=5 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
+            "its max_seconds=3 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
     capped = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
     assert capped.returncode == 0, capped.stderr  # the budget off (max_seconds=0) and max_iters passed long ago
     assert (f"ended at iter {ckpt['iter_num']}: it had already reached max_iters=4; raise --max_iters to train on"
@@ -800,7 +793,7 @@ def test_block_size_that_cannot_fit_is_refused_before_allocating(tmp_path):
     machine's before anything is allocated. (Before: 16 GB allocated, then no output for 10 minutes.)"""
     make_dataset(tmp_path / "long", n_train=200_000, n_val=110_000)
     result = run_train("--block_size=100000", "--batch_size=64", "--n_layer=8", "--n_embd=1024", "--n_head=8",
-                       data=tmp_path / "long", out=tmp_path / "out", timeout=120)
+                       data=tmp_path / "long", out=tmp_path / "out")
     assert_one_line_error(result, 2, "block_size=100000 x batch_size=64 needs at least", "available",
                           "lower batch_size or block_size")
     assert not (tmp_path / "out").exists()
@@ -830,7 +823,9 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
 
 # ----------------------------------------------------------------------------- distributed
 
-@pytest.mark.parametrize("optimizer, launcher", [("adamw", "torchrun"), ("muon", "torchrun"), ("adamw", "nproc")])
+# adamw under torchrun runs with -m slow only: its DDP code is adamw's under --nproc, its launch muon's here
+@pytest.mark.parametrize("optimizer, launcher", [pytest.param("adamw", "torchrun", marks=pytest.mark.slow),
+                                                 ("muon", "torchrun"), ("adamw", "nproc")])
 def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tmp_path, data_dir):
     """torchrun (or train.py --nproc=2) with 2 CPU processes (gloo), 2 micro-batches each, against 1 process
     with 4: the same global batch, so the same losses, up to float summation order (relative 1e-5; Muon
@@ -869,11 +864,11 @@ def test_two_processes_end_a_time_budget_together(tmp_path, data_dir):
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     ddp = subprocess.run([sys.executable, "train.py", "--nproc=2", f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
                           "--max_iters=1000000", "--lr_decay_iters=1000000", "--eval_interval=100000",
-                          "--max_seconds=3"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+                          "--max_seconds=2"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     steps = [r for r in records(out) if "loss" in r]
     assert len(steps) > 10 and [r["iter"] for r in records(out) if "val_loss" in r] == [0, len(steps)]
-    assert 3.0 <= load_checkpoint(out / "ckpt.pt")["trained_seconds"] < 5.0
+    assert 2.0 <= load_checkpoint(out / "ckpt.pt")["trained_seconds"] < 4.0
 
 
 def test_config_error_under_torchrun_is_one_line_from_rank_0(tmp_path):
@@ -913,7 +908,8 @@ def test_nproc_bad_input_is_one_line_and_exit_2(tmp_path, data_dir):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "prepare.py").write_text("import sys\nprint('error: no text to prepare', file=sys.stderr)\nsys.exit(2)\n")
-    result = run_train("--nproc=2", "--max_iters=2", data=bad, out=tmp_path / "out")
+    result = subprocess.run(train_cmd(tmp_path / "out", bad, "--nproc=2", "--max_iters=2"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
     assert_one_line_error(result, 2, "no text to prepare")
 
 
@@ -1018,22 +1014,17 @@ def test_init_from_gpt2_without_network_is_one_line_at_once(tmp_path, data_dir, 
     assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
-def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir):
+def test_compile_failure_falls_back_without_a_trace(tmp_path, data_dir, monkeypatch):
     """--compile=true where torch.compile breaks mid-trial (after a forward has drawn dropout masks and made
     gradients): a warning, then the same run, loss for loss, as without compile."""
-    breaking = (
-        "import runpy, sys, torch\n"
-        "def broken_compile(model):\n"
-        "    def forward(*args):\n"
-        "        model(*args)[1].backward()\n"
-        "        raise RuntimeError('no C++ compiler here')\n"
-        "    return forward\n"
-        "torch.compile = broken_compile\n"
-        "sys.argv = sys.argv[1:]\n"
-        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    args = [f"--data_dir={data_dir}", *TINY, "--dropout=0.2", "--max_iters=3", "--eval_interval=3"]
-    result = subprocess.run([sys.executable, "-c", breaking, "train.py", *args, f"--out_dir={tmp_path / 'a'}",
-                             "--compile=true"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    def broken_compile(model):
+        def forward(*args):
+            model(*args)[1].backward()
+            raise RuntimeError("no C++ compiler here")
+        return forward
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    result = run_train("--dropout=0.2", "--max_iters=3", "--eval_interval=3", "--compile=true", data=data_dir,
+                       out=tmp_path / "a")
     assert result.returncode == 0, result.stderr
     assert "warning: torch.compile failed (RuntimeError: no C++ compiler here)" in result.stderr
     assert result.stdout.startswith("compiling the model (torch.compile)")  # not a silent minute
