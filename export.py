@@ -32,9 +32,8 @@ if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line
     let_idle_threads_sleep()
 import torch
 
-from checkpoint import ARCEE_NAMES, is_nanogpt
+from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
 from configurator import ConfigError, config_keys, configure, run
-from checkpoint import quiet_transformers
 from sample import load_run
 from sizing import param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -292,13 +291,30 @@ def export_hf(model, meta, checkpoint, path, source, name):
         f.write(model_card(name, checkpoint, config, meta, source, arch))
 
 
+def check_replaceable(path, out_dir, overwrite):
+    """
+    --overwrite replaces only what export.py wrote (or an empty folder): never a training run, the run being
+    exported, or a folder of the user's own, which rmtree would take with it.
+    """
+    if not overwrite:
+        raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
+    inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
+    runs = [f for f in ("ckpt.pt", "best.pt", "log.jsonl") if os.path.exists(os.path.join(path, f))]
+    if inside or runs:
+        raise ConfigError(f"{path} holds a training run ({'the one being exported' if inside else runs[0]}): "
+                          "--overwrite replaces only a folder export.py wrote; choose another --folder")
+    if not os.path.isdir(path) or (os.listdir(path) and not is_export(path)):
+        raise ConfigError(f"{path} is not a folder export.py wrote: --overwrite replaces only those; "
+                          "choose another --folder")
+
+
 def main(argv=None):
     cfg = configure(DEFAULTS, argv, reads_run=True)
     if cfg["to"] != "hf":
         raise ConfigError(f"to must be hf (a Hugging Face transformers folder), got {cfg['to']!r}")
     path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")
-    if os.path.exists(path) and not cfg["overwrite"]:
-        raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
+    if os.path.exists(path):
+        check_replaceable(path, cfg["out_dir"], cfg["overwrite"])
     checkpoint, source, model, meta, _ = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     try:
         arch = architecture(model.config)

@@ -166,15 +166,29 @@ def test_switch_gpt2_cannot_express_is_one_line(tmp_path, switch, word):
 
 
 def test_existing_folder_is_kept_unless_overwrite(tmp_path):
+    """--overwrite replaces an earlier export (or an empty folder), never a training run, the run being exported
+    or the user's own folder: rmtree would have taken their files (a fresh user's copy of a run lost ckpt.pt)."""
     meta = tokenizer.char_meta(CHARS)
     write_run(tmp_path / "run", meta)
+    run_args = [f"--out_dir={tmp_path / 'run'}"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     with pytest.raises(ConfigError, match="exists"):
-        export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'mine'}"])
+        export.main([*run_args, f"--folder={tmp_path / 'mine'}"])
+    with pytest.raises(ConfigError, match="not a folder export.py wrote"):
+        export.main([*run_args, f"--folder={tmp_path / 'mine'}", "--overwrite=true"])
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
-    export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'mine'}", "--overwrite=true"])
-    assert (tmp_path / "mine" / "config.json").is_file() and not (tmp_path / "mine" / "notes.txt").exists()
+    for folder in (tmp_path / "run", tmp_path):  # the run itself, and a folder holding it
+        with pytest.raises(ConfigError, match="holds a training run"):
+            export.main([*run_args, f"--folder={folder}", "--overwrite=true"])
+    write_run(tmp_path / "other", meta)
+    with pytest.raises(ConfigError, match=r"holds a training run \(ckpt.pt\)"):
+        export.main([*run_args, f"--folder={tmp_path / 'other'}", "--overwrite=true"])
+    assert (tmp_path / "run" / "ckpt.pt").is_file() and (tmp_path / "other" / "ckpt.pt").is_file()
+    export.main([*run_args, f"--folder={tmp_path / 'out'}"])
+    (tmp_path / "out" / "config.json").write_text("{}")  # the export is replaced whole
+    export.main([*run_args, f"--folder={tmp_path / 'out'}", "--overwrite=true"])
+    assert (tmp_path / "out" / "config.json").read_text() != "{}"
 
 
 def test_export_says_one_line_and_writes_files_as_the_umask_says(tmp_path):
