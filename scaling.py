@@ -4,8 +4,8 @@ with the figures of nanoGPT's scaling_laws notebook, and run in miniature on thi
 
     python scaling.py                          # the reproduced figures, in a few milliseconds
     python scaling.py sweep                    # IsoFLOP experiment with train.py (~11 min, 2 cores)
-    python scaling.py sweep --quick            # its first budget only: a minimum, no exponent (9.4 min measured
-                                               # on 2 cores that other jobs shared: load average 2.2-4.5)
+    python scaling.py sweep --quick            # its first budget only: a minimum, no exponent (139 s measured on
+                                               # 2 quiet cores; 9.4 min when other jobs shared them)
     python scaling.py sweep --out_dir=out-scaling --dataset=shakespeare_char
     python scaling.py --help                   # the sweep's keys, with their defaults
 
@@ -521,7 +521,7 @@ def report():
 
 
 SWEEP = dict(  # the sweep's keys: python scaling.py sweep --key=value
-    quick=False,  # the first budget only, 5 models (9.4 min on 2 shared cores): a minimum, no exponent
+    quick=False,  # the first budget only, 5 models (139 s on 2 quiet cores, 9.4 min on busy ones): a minimum, no exponent
     out_dir="out-scaling",  # where runs, isoflop.json and isoflop.png go
     dataset="shakespeare_char",  # a char-level dataset prepared under data/
     data_dir="",  # the dataset folder; "": data/<dataset>
