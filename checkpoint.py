@@ -43,8 +43,8 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     """
     if not os.path.isfile(path):
         folder = os.path.dirname(path)
-        ran = any(os.path.isfile(os.path.join(folder, name)) for name in ("ckpt.pt", "best.pt"))
-        earlier = [] if ran else earlier_runs(folder)  # out_dir holds no run: say where its last one went
+        # out_dir holds no run: say where its last one went
+        earlier = [] if holds_checkpoint(folder) else earlier_runs(folder)
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
                                                          f"pass --out_dir={earlier[-1]})" if earlier else ""))
     try:
@@ -74,8 +74,12 @@ def earlier_runs(out_dir):
     """The runs a new run moved aside into out_dir/previous/<when>-iter<N>/ (train.py), oldest first."""
     previous = os.path.join(out_dir or ".", "previous")
     names = sorted(os.listdir(previous)) if os.path.isdir(previous) else []
-    return [os.path.join(previous, n) for n in names
-            if any(os.path.isfile(os.path.join(previous, n, f)) for f in ("ckpt.pt", "best.pt"))]
+    return [os.path.join(previous, n) for n in names if holds_checkpoint(os.path.join(previous, n))]
+
+
+def holds_checkpoint(folder):
+    """True if folder holds a training run's checkpoint (train.py's ckpt.pt or best.pt)."""
+    return any(os.path.isfile(os.path.join(folder, name)) for name in ("ckpt.pt", "best.pt"))
 
 
 OLD_TOP_LEVEL = ("wte.", "wpe.", "h.", "ln_f.")  # glassgpt before the transformer container
@@ -160,9 +164,9 @@ def check_init_from(name, modes):
         raise ConfigError(f"init_from folder {name} {what}; init_from takes {', '.join(modes + PRETRAINED)}, "
                           f"or {want}")
     if not os.path.isfile(os.path.join(name, "config.json")):
-        run = any(os.path.isfile(os.path.join(name, f)) for f in ("ckpt.pt", "best.pt"))
-        raise ConfigError(f"init_from folder {name} has no config.json: expected {want}" +
-                          (f"; it holds a training run, which --init_from=resume --out_dir={name} reads" if run else ""))
+        run = f"; it holds a training run, which --init_from=resume --out_dir={name} reads" \
+            if holds_checkpoint(name) else ""
+        raise ConfigError(f"init_from folder {name} has no config.json: expected {want}{run}")
 
 
 def model_from_pretrained(name_or_path, dropout=0.0):
