@@ -62,7 +62,8 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
 def checkpoint_summary(iter_num, best_val_loss):
     """
     "iter N, best val loss X": what a checkpoint holds, for the lines that say so (sample.py, lens.py,
-    train.py's run moved aside). A run saved before its first eval still holds inf: "no eval yet".
+    train.py's run moved aside, and its resume with nothing to train). A run saved before its first eval
+    still holds inf: "no eval yet".
     """
     if best_val_loss is None:
         return f"iter {iter_num}"

@@ -1188,8 +1188,8 @@ def train(config, ddp, given, stopper):
             wandb_run.finish()
         if not (eval_only or stop):
             if iter_num == start_iter and spent:
-                say(f"done: nothing to train: the run in {out_dir} ended at iter {iter_num}: {spent} "
-                    f"(best val loss {best_val_loss:.4f})")
+                held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: "no eval yet"
+                say(f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}")
             elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
                 say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import train
-from checkpoint import load_checkpoint, model_from_checkpoint
+from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import config_keys, configure
 from conftest import run_script
 
@@ -446,12 +446,27 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert again.returncode == 0, again.stderr
     assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
-    assert (f"done: nothing to train: the run in {out} ended at iter {ckpt['iter_num']}: it had already used "
+    held = f"iter {ckpt['iter_num']}, best val loss {ckpt['best_val_loss']:.4f}"
+    assert (f"done: nothing to train: the run in {out} ended at {held}: it had already used "
             "its max_seconds=3 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
     capped = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
     assert capped.returncode == 0, capped.stderr  # the budget off (max_seconds=0) and max_iters passed long ago
-    assert (f"ended at iter {ckpt['iter_num']}: it had already reached max_iters=4; raise --max_iters to train on"
+    assert (f"ended at {held}: it had already reached max_iters=4; raise --max_iters to train on"
             in capped.stdout), capped.stdout
+
+
+def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_no_eval_yet(tmp_path, data_dir):
+    """A run stopped between its first iteration and its second eval saved best_val_loss inf (the eval at its
+    first iteration is never saved): a resume with nothing to train says "no eval yet", not "best val loss inf"."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    # as a stop in its eval at iter 2 saves it
+    save_checkpoint({**ckpt, "best_val_loss": float("inf")}, str(out / "ckpt.pt"))
+    result = run_train("--max_iters=2", "--init_from=resume", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    assert (f"done: nothing to train: the run in {out} ended at iter 2, no eval yet: it had already reached "
+            "max_iters=2; raise --max_iters to train on") in result.stdout.splitlines(), result.stdout
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
@@ -1037,7 +1052,6 @@ def test_closed_stdout_under_eval_only_says_so_and_exits_141(tmp_path, data_dir)
     """train.py --eval_only=true ... | head -1: the reader goes after the first line. eval_only saves nothing, so
     it stops there, and one stderr line says so, with a closed stdout's exit code (141), not a silent 141."""
     from dataclasses import asdict
-    from checkpoint import save_checkpoint
     from model import GPT, GPTConfig
     out = tmp_path / "out"  # a run to evaluate, as train.py saves it, built here rather than trained
     out.mkdir()
