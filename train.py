@@ -1030,8 +1030,10 @@ def train(config, ddp, given, stopper):
     say(f"{raw_model.get_num_params(non_embedding=False):,} parameters "
         f"({raw_model.get_num_params():,} non-embedding, as nanoGPT counts) | vocab {meta['vocab_size']} "
         f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")
+    threads = torch.get_num_threads()
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
-        f"{world_size} process(es) x {torch.get_num_threads()} threads | {tokens_per_iter:,} tokens per iteration")
+        f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "
+        f"{tokens_per_iter:,} tokens per iteration")
 
     def fail(message):
         bar.close()

@@ -414,6 +414,12 @@ def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
     assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
+def test_startup_line_counts_processes_and_threads_in_words(tmp_path, data_dir):
+    result = run_train("--max_iters=0", data=data_dir, out=tmp_path / "out")  # TINY: one thread
+    assert result.returncode == 0, result.stderr
+    assert "| cpu float32 | 1 process x 1 thread | 128 tokens per iteration" in result.stdout, result.stdout
+
+
 def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     """--max_seconds: the run stops after that many seconds of training steps, far short of max_iters, with
     the lr decayed over the time (to within 10% of min_lr at the last step), a last eval and checkpoint,
@@ -861,7 +867,8 @@ def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tm
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     if launcher == "nproc":
         assert ddp.stderr == ""
-    assert "2 process(es)" in ddp.stdout and ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
+    assert "| 2 processes x 1 thread |" in ddp.stdout
+    assert ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
     (s1, e1), (s2, e2) = losses(one), losses(two)
     assert [i for i, _ in s2] == list(range(4)) and [e[0] for e in e2] == [0, 2, 4]  # one writer: no duplicates
     for (i, a), (j, b) in zip(s1, s2):
