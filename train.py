@@ -1027,9 +1027,13 @@ def train(config, ddp, given, stopper):
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
     ckpt = None  # free the memory
-    say(f"{raw_model.get_num_params(non_embedding=False):,} parameters "
-        f"({raw_model.get_num_params():,} non-embedding, as nanoGPT counts) | vocab {meta['vocab_size']} "
-        f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")
+    total, non_embedding = raw_model.get_num_params(non_embedding=False), raw_model.get_num_params()
+    # nanoGPT leaves out the learned position table and an untied wte: with neither, the two counts agree
+    counted = (f"{non_embedding:,} non-embedding, as nanoGPT counts" if non_embedding != total else
+               f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {raw_model.config.position} "
+               "positions have no learned table to subtract")
+    say(f"{total:,} parameters ({counted}) | vocab {meta['vocab_size']} ({meta['tokenizer']}) | "
+        f"train {len(train_data):,} tokens, val {len(val_data):,}")
     threads = torch.get_num_threads()
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
         f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "

@@ -414,6 +414,22 @@ def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
     assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
+def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, data_dir):
+    """nanoGPT's non-embedding count leaves out the learned position table (and an untied wte): with rope and
+    a tied head there is nothing to leave out, and the line says why rather than printing one number twice."""
+    lines = {}
+    for position in ("learned", "rope"):
+        result = run_train("--max_iters=0", f"--position={position}", data=data_dir, out=tmp_path / position)
+        assert result.returncode == 0, result.stderr
+        lines[position] = next(line for line in result.stdout.splitlines() if " parameters (" in line)
+    learned = re.match(r"([\d,]+) parameters \(([\d,]+) non-embedding, as nanoGPT counts\) \|", lines["learned"])
+    assert learned, lines
+    total, non_embedding = (int(n.replace(",", "")) for n in learned.groups())
+    assert total - non_embedding == 16 * 16  # wpe: block_size x n_embd
+    assert lines["rope"].startswith(f"{non_embedding:,} parameters (all non-embedding, as nanoGPT counts: the head is "
+                                    "tied to wte, and rope positions have no learned table to subtract) |"), lines
+
+
 def test_startup_line_counts_processes_and_threads_in_words(tmp_path, data_dir):
     result = run_train("--max_iters=0", data=data_dir, out=tmp_path / "out")  # TINY: one thread
     assert result.returncode == 0, result.stderr
