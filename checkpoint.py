@@ -16,9 +16,11 @@ import warnings
 
 import torch
 
-from configurator import ConfigError
+from configurator import ConfigError, library_help
 from model import GPT, GPTConfig
 
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)
 PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 
 
