@@ -16,9 +16,11 @@ import warnings
 
 import torch
 
-from configurator import ConfigError
+from configurator import ConfigError, library_help
 from model import GPT, GPTConfig
 
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)
 PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 
 
@@ -62,7 +64,8 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
 def checkpoint_summary(iter_num, best_val_loss):
     """
     "iter N, best val loss X": what a checkpoint holds, for the lines that say so (sample.py, lens.py,
-    train.py's run moved aside). A run saved before its first eval still holds inf: "no eval yet".
+    train.py's run moved aside, and its resume with nothing to train). A run saved before its first eval
+    still holds inf: "no eval yet".
     """
     if best_val_loss is None:
         return f"iter {iter_num}"

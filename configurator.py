@@ -9,10 +9,12 @@ the script defines and every value must fit the default's type; otherwise a one-
 
 import ast
 import difflib
+import glob
 import io
 import os
 import signal
 import sys
+import textwrap
 import tokenize
 import types
 
@@ -234,6 +236,52 @@ def help_text(script, sections, sources, files=True):
     return "\n".join(out)
 
 
+LIBRARY = ("checkpoint", "configurator", "model", "muon", "tokenizer")  # modules the commands import, never run
+
+
+def commands_using(module):
+    """The commands (the scripts beside this file, and data/*/prepare.py) that import module, directly or
+    through other modules, read from their source."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    paths = glob.glob(os.path.join(root, "*.py")) + glob.glob(os.path.join(root, "data", "*", "prepare.py"))
+    imports = {}  # dotted module name -> the names it imports
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            nodes = list(ast.walk(ast.parse(f.read())))
+        name = os.path.splitext(os.path.relpath(path, root))[0].replace(os.sep, ".")
+        imports[name] = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names} | \
+                        {n.module for n in nodes if isinstance(n, ast.ImportFrom)}
+    users, todo = set(), [module]
+    while todo:
+        used = todo.pop()
+        for name, names in imports.items():
+            if used in names and name not in users:
+                users.add(name)
+                todo.append(name)
+    return sorted(name.replace(".", "/") + ".py" for name in users if name not in LIBRARY)
+
+
+def library_help(path):
+    """
+    A library module run as a script (python model.py, or with --help): one paragraph saying what it is (its
+    docstring's first paragraph), that it is imported, not run, and which commands use it; exit 0. Any other
+    argument is a one-line error, exit 2.
+    """
+    name = os.path.basename(path)
+    if any(arg not in HELP for arg in sys.argv[1:]):
+        print(f"error: {name} is imported, not run: it takes no arguments (python {name} --help says what it is)",
+              file=sys.stderr)
+        sys.exit(2)
+    with open(path, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    what = " ".join(doc.split("\n\n")[0].split()).rstrip(":.")
+    users = commands_using(os.path.splitext(name)[0])
+    print(textwrap.fill(f"{name}: {what + '. ' if what else ''}A library module: imported, not run. "
+                        f"The commands that use it: {', '.join(users)} (each answers --help).", 100,
+                        break_on_hyphens=False, break_long_words=False))
+    sys.exit(0)
+
+
 def config_keys(namespace):
     """The configurable names of a script's globals: public ints, floats, bools, strs and Nones, not
     CONSTANTS (export.py's EOT, imported from tokenizer.py, is no key)."""
@@ -397,3 +445,7 @@ def run(main):
     finally:
         signal.signal(signal.SIGTERM, before)
         signal.signal(signal.SIGINT, before_int)
+
+
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)

@@ -16,8 +16,10 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from configurator import cpu_has_native_bf16
+from configurator import cpu_has_native_bf16, library_help
 
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")

@@ -9,6 +9,11 @@ torch.optim.Muon implements it; BlockMuon below keeps torch's class and changes 
 
 import torch
 
+from configurator import library_help
+
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)
+
 
 class BlockMuon(torch.optim.Muon):
     """

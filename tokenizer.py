@@ -20,8 +20,10 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError
+from configurator import ConfigError, library_help
 
+if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
+    library_help(__file__)
 TOKENIZERS = ("char", "gpt2")
 EOT = "<|endoftext|>"
 

@@ -30,12 +30,13 @@ out_dir receives:
 Ctrl-C (SIGINT) or SIGTERM is acknowledged at once; an eval or a half-done iteration in progress is cut
 short (under DDP, at the next eval batch or micro-batch), and ckpt.pt is saved as it was after the last
 complete iteration, within seconds; the exit code is 128 + the signal's number (130, 143), as an
-interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving; a stop
-before training begins has nothing to save. stdout's reader going away (`train.py | head`) is a stop
-too: ckpt.pt is saved, one line on stderr says so, and the exit code is 141 (128 + SIGPIPE). A non-finite
-loss stops the run with exit code 1 and leaves the last good checkpoint alone. A run that cannot fit in
-memory is refused before it starts. Long evals show progress, and a long run estimates its time from its
-first iterations.
+interrupted command's: `train.py && sample.py` stops there. A second Ctrl-C quits without saving. A stop
+before the run's first iteration (optimizer step) has nothing to save, and its one line says so: a new run
+leaves no ckpt.pt, nor anything the next run would move aside as an earlier run; a resumed one leaves its
+ckpt.pt and log as they were. stdout's reader going away (`train.py | head`) is a stop too: ckpt.pt is
+saved, one line on stderr says so, and the exit code is 141 (128 + SIGPIPE). A non-finite loss stops the
+run with exit code 1 and leaves the last good checkpoint alone. A run that cannot fit in memory is refused
+before it starts. Long evals show progress, and a long run estimates its time from its first iterations.
 """
 
 import json
@@ -571,12 +572,13 @@ class Interrupted(BaseException):
 
 class Stopper:
     """
-    Ctrl-C (SIGINT) and SIGTERM, acknowledged at once. Until training starts there is nothing to save and
-    a signal exits there and then. Once armed (with what a stop will do, to say so), the first signal is
-    recorded and the loop saves and exits: inside an interruptible section (an eval, an iteration up to
-    its optimizer step) the signal raises Interrupted at once; elsewhere, and under DDP (whose processes
-    must agree when to stop), the loop checks it between eval batches, micro-batches and iterations. A
-    second signal quits without saving. Disarmed (armed = None) once all is saved: a signal just exits.
+    Ctrl-C (SIGINT) and SIGTERM, acknowledged at once. Until the loop starts there is nothing to save and
+    a signal exits there and then. Once armed (with what a stop will do, to say so, and whether it saves:
+    not before the run's first iteration, nor under eval_only), the first signal is recorded and the loop
+    saves and exits: inside an interruptible section (an eval, an iteration up to its optimizer step) the
+    signal raises Interrupted at once; elsewhere, and under DDP (whose processes must agree when to stop),
+    the loop checks it between eval batches, micro-batches and iterations. A second signal quits without
+    saving. Disarmed (armed = None) once all is saved: a signal just exits.
 
     Python runs a handler only between operations, and one operation can take minutes (attention over
     100,000 tokens). So each signal is also written, in C, to a pipe that a thread watches: whichever of
@@ -588,7 +590,7 @@ class Stopper:
     GRACE = 2.0
 
     def __init__(self, master):
-        self.master, self.signum, self.armed, self.cut = master, None, "", False
+        self.master, self.signum, self.armed, self.saves, self.cut = master, None, "", False, False
         self.quit, self.rescue = None, None  # exit code decided; the section's saver
         self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
         signal.signal(signal.SIGINT, self.handle)
@@ -615,7 +617,8 @@ class Stopper:
                     if self.armed and self.signum is None:
                         self.signum, stopped = signum, True
                         again = "Ctrl-C" if signum == signal.SIGINT else name  # kill's, timeout's: no Ctrl-C there
-                        self.tell(f"{name}: stopping; {self.armed} ({again} again quits without saving)")
+                        self.tell(f"{name}: stopping; {self.armed}" +
+                                  (f" ({again} again quits without saving)" if self.saves else ""))
                     elif self.quit is None:
                         self.quit = 128 + signum
                         self.tell(f"{name}: " + ("stopped before training began" if self.armed == "" else
@@ -978,20 +981,34 @@ def train(config, ddp, given, stopper):
             say(f"estimate: {line} on {device}, from the first eval batch")
 
     def save_on_stop(before=None):
-        """After a stop: ckpt.pt as it was after the last complete iteration (unless eval_only), and say so."""
-        if not eval_only:
-            save(["ckpt.pt"], before)
-            if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
-                if master:
-                    print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
-                          "continue with --init_from=resume", file=sys.stderr)
-                return
-            name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
-            say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
+        """After a stop: ckpt.pt as it was after the last complete iteration, and say so. Before this run's first
+        iteration, and under eval_only, there is nothing new to save: a resumed run leaves ckpt.pt and log.jsonl
+        as they were, a new one no ckpt.pt and an empty log (its first eval's record would make the next run
+        take it for an earlier run to move aside). The stop's line has said so; a closed stdout's is said here."""
+        if eval_only or iter_num == start_iter:
+            if log_file is not None:
+                log_file.seek(0)
+                log_file.truncate()
+                log_file.write(log_was)
+                log_file.flush()
+            if stopper.signum == signal.SIGPIPE and master:
+                print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
+            return
+        save(["ckpt.pt"], before)
+        if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
+            if master:
+                print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
+                      "continue with --init_from=resume", file=sys.stderr)
+            return
+        name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
+        say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
     # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
-    log_path, log_file = os.path.join(out_dir, "log.jsonl"), None
+    log_path, log_file, log_was = os.path.join(out_dir, "log.jsonl"), None, ""
     if master and not eval_only:
+        if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
+            with open(log_path) as f:
+                log_was = f.read()
         log_file, moved = open_out_dir(out_dir, data_dir, meta, iter_num if init_from == "resume" else None)
         if moved:
             say(moved)
@@ -1027,11 +1044,17 @@ def train(config, ddp, given, stopper):
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
     ckpt = None  # free the memory
-    say(f"{raw_model.get_num_params(non_embedding=False):,} parameters "
-        f"({raw_model.get_num_params():,} non-embedding, as nanoGPT counts) | vocab {meta['vocab_size']} "
-        f"({meta['tokenizer']}) | train {len(train_data):,} tokens, val {len(val_data):,}")
+    total, non_embedding = raw_model.get_num_params(non_embedding=False), raw_model.get_num_params()
+    # nanoGPT leaves out the learned position table and an untied wte: with neither, the two counts agree
+    counted = (f"{non_embedding:,} non-embedding, as nanoGPT counts" if non_embedding != total else
+               f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {raw_model.config.position} "
+               "positions have no learned table to subtract")
+    say(f"{total:,} parameters ({counted}) | vocab {meta['vocab_size']} ({meta['tokenizer']}) | "
+        f"train {len(train_data):,} tokens, val {len(val_data):,}")
+    threads = torch.get_num_threads()
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
-        f"{world_size} process(es) x {torch.get_num_threads()} threads | {tokens_per_iter:,} tokens per iteration")
+        f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "
+        f"{tokens_per_iter:,} tokens per iteration")
 
     def fail(message):
         bar.close()
@@ -1112,8 +1135,11 @@ def train(config, ddp, given, stopper):
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
     # while iterations are slow (the first, unmeasured, counts as slow)
     watch = accum > 1
+    # until the first iteration a stop has nothing new to save (a new run's untrained ckpt.pt would only pass
+    # for a run, and the next run would move it aside as one)
     stopper.armed = ("nothing to save (eval_only)" if eval_only else
-                     f"saving {out_dir}/ckpt.pt as it was after the last complete iteration")
+                     f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
+                     if init_from == "resume" else "nothing trained yet, nothing saved")
     while True:
         if stop:
             save_on_stop()
@@ -1164,6 +1190,8 @@ def train(config, ddp, given, stopper):
             tokens_since_log, time_since_log = 0, 0.0
         iter_num += 1
         bar.update(1)
+        if iter_num == start_iter + 1:  # from now a stop saves
+            stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
         if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
             # once, from the first iterations (the first warms up: left out where there are more)
             estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
@@ -1180,7 +1208,7 @@ def train(config, ddp, given, stopper):
     stopper.armed = None  # all is saved
     if master and log_file is not None:
         log_file.close()
-        records = read_log(log_path)  # none if stopped during the first eval: nothing to draw
+        records = read_log(log_path)  # none if a new run stopped before its first iteration: nothing to draw
         if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
             say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
     if master:
@@ -1188,8 +1216,8 @@ def train(config, ddp, given, stopper):
             wandb_run.finish()
         if not (eval_only or stop):
             if iter_num == start_iter and spent:
-                say(f"done: nothing to train: the run in {out_dir} ended at iter {iter_num}: {spent} "
-                    f"(best val loss {best_val_loss:.4f})")
+                held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: "no eval yet"
+                say(f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}")
             elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
                 say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")

@@ -504,3 +504,22 @@ def test_every_script_quiets_an_early_ctrl_c_before_its_slow_imports(script):
             assert all(n.split(".")[0] in sys.stdlib_module_names or n == "configurator" for n in names), \
                 f"{script} imports {names} before it quiets an early Ctrl-C"
     assert installed, script
+
+
+@pytest.mark.parametrize("module", ["model", "checkpoint", "configurator", "muon", "tokenizer"])
+def test_a_library_module_run_as_a_script_says_what_it_is_and_which_commands_use_it(module):
+    """python model.py (or --help) printed nothing and exited 0: now one paragraph, what the module is (its
+    docstring's first line), that it is imported, not run, and the commands that import it, directly or through
+    another module (muon.py through model.py); any other argument is a one-line error, exit 2."""
+    first = ast.get_docstring(ast.parse((ROOT / f"{module}.py").read_text())).splitlines()[0].rstrip(":.")
+    for args in ([], ["--help"]):
+        p = run_script(f"{module}.py", *args)
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+        text = " ".join(p.stdout.split())
+        assert text.startswith(f"{module}.py: {first}") and "A library module: imported, not run." in text, text
+        users = text.split("The commands that use it: ")[1].removesuffix(" (each answers --help).").split(", ")
+        assert "train.py" in users and set(users) <= set(SCRIPTS), users
+    bad = run_script(f"{module}.py", "--n_layer=2")
+    assert bad.returncode == 2 and bad.stdout == "", bad.stdout
+    assert bad.stderr == (f"error: {module}.py is imported, not run: it takes no arguments (python {module}.py --help "
+                          "says what it is)\n"), bad.stderr

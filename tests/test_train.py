@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import train
-from checkpoint import load_checkpoint, model_from_checkpoint
+from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import config_keys, configure
 from conftest import run_script
 
@@ -414,6 +414,28 @@ def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
     assert not (tmp_path / "out" / "ckpt.pt").exists()
 
 
+def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, data_dir):
+    """nanoGPT's non-embedding count leaves out the learned position table (and an untied wte): with rope and
+    a tied head there is nothing to leave out, and the line says why rather than printing one number twice."""
+    lines = {}
+    for position in ("learned", "rope"):
+        result = run_train("--max_iters=0", f"--position={position}", data=data_dir, out=tmp_path / position)
+        assert result.returncode == 0, result.stderr
+        lines[position] = next(line for line in result.stdout.splitlines() if " parameters (" in line)
+    learned = re.match(r"([\d,]+) parameters \(([\d,]+) non-embedding, as nanoGPT counts\) \|", lines["learned"])
+    assert learned, lines
+    total, non_embedding = (int(n.replace(",", "")) for n in learned.groups())
+    assert total - non_embedding == 16 * 16  # wpe: block_size x n_embd
+    assert lines["rope"].startswith(f"{non_embedding:,} parameters (all non-embedding, as nanoGPT counts: the head is "
+                                    "tied to wte, and rope positions have no learned table to subtract) |"), lines
+
+
+def test_startup_line_counts_processes_and_threads_in_words(tmp_path, data_dir):
+    result = run_train("--max_iters=0", data=data_dir, out=tmp_path / "out")  # TINY: one thread
+    assert result.returncode == 0, result.stderr
+    assert "| cpu float32 | 1 process x 1 thread | 128 tokens per iteration" in result.stdout, result.stdout
+
+
 def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     """--max_seconds: the run stops after that many seconds of training steps, far short of max_iters, with
     the lr decayed over the time (to within 10% of min_lr at the last step), a last eval and checkpoint,
@@ -446,12 +468,27 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert again.returncode == 0, again.stderr
     assert not [r for r in records(out) if "loss" in r and r["iter"] >= ckpt["iter_num"]]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == ckpt["iter_num"]
-    assert (f"done: nothing to train: the run in {out} ended at iter {ckpt['iter_num']}: it had already used "
+    held = f"iter {ckpt['iter_num']}, best val loss {ckpt['best_val_loss']:.4f}"
+    assert (f"done: nothing to train: the run in {out} ended at {held}: it had already used "
             "its max_seconds=3 budget") in again.stdout and "raise --max_seconds to train on" in again.stdout
     capped = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
     assert capped.returncode == 0, capped.stderr  # the budget off (max_seconds=0) and max_iters passed long ago
-    assert (f"ended at iter {ckpt['iter_num']}: it had already reached max_iters=4; raise --max_iters to train on"
+    assert (f"ended at {held}: it had already reached max_iters=4; raise --max_iters to train on"
             in capped.stdout), capped.stdout
+
+
+def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_no_eval_yet(tmp_path, data_dir):
+    """A run stopped between its first iteration and its second eval saved best_val_loss inf (the eval at its
+    first iteration is never saved): a resume with nothing to train says "no eval yet", not "best val loss inf"."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    # as a stop in its eval at iter 2 saves it
+    save_checkpoint({**ckpt, "best_val_loss": float("inf")}, str(out / "ckpt.pt"))
+    result = run_train("--max_iters=2", "--init_from=resume", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    assert (f"done: nothing to train: the run in {out} ended at iter 2, no eval yet: it had already reached "
+            "max_iters=2; raise --max_iters to train on") in result.stdout.splitlines(), result.stdout
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
@@ -663,54 +700,94 @@ def stop_after(started, text, signum, delay=1.0, limit=60):
 def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir):
     """A stop mid-eval is acknowledged at once, the eval is dropped (its result is not needed to save), and
     the run saves and exits within seconds. The eval shows its progress meanwhile: it is never silent.
-    (Before: the eval of ~10^6 batches, about 10 minutes here, ran to its end first.)"""
+    (Before: the eval of ~10^6 batches, about 10 minutes here, ran to its end first.) The long eval follows
+    an iteration (a resume at iter 3, evals every 4), so there is something to save."""
     out = tmp_path / "out"
-    proc, lines, reader = started = start(train_cmd(out, data_dir, "--eval_iters=1000000", "--max_iters=1000000"))
+    assert run_train("--max_iters=3", "--eval_interval=3", data=data_dir, out=out).returncode == 0
+    proc, lines, reader = started = start(train_cmd(out, data_dir, "--init_from=resume", "--eval_interval=4",
+                                                    "--eval_iters=1000000", "--max_iters=1000000"))
     # SIGINT once the eval has shown its progress (a line every 10 s), SIGTERM a second into the eval
-    seconds, stderr = stop_after(started, "eval: " if signum == signal.SIGINT else "scratch at iter 0", signum)
+    seconds, stderr = stop_after(started, "eval: " if signum == signal.SIGINT else "iter 3:", signum)
     print(f"{signal.Signals(signum).name} mid-eval: exited {seconds:.1f} s later")
     assert proc.returncode == 128 + signum, stderr
-    assert "stopping" in stderr and "Traceback" not in stderr, stderr
+    assert "stopping; saving" in stderr and "Traceback" not in stderr, stderr
     assert seconds < 30  # ~0.5 s when the machine is idle; a loaded one is slower to start and to exit
     assert any("batches in" in line and "left" in line for line in lines) or signum != signal.SIGINT, lines
-    # hours of work ahead are said up front, from the first eval batch, not after the first eval
-    assert any(re.match(r"estimate: 1,000,000 iterations x [\d.]+ s \+ \d+ evals x .*: about [\d.]+ (hours|days) to go on "
-                        r"cpu, from the first eval batch", line) for line in lines) or signum != signal.SIGINT, lines
+    assert f"{signum.name} at iter 4: saved {out}/ckpt.pt; continue with --init_from=resume\n" in lines, lines
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["iter_num"] == 0
+    assert ckpt["iter_num"] == 4
     model_from_checkpoint(ckpt)
-    assert not (out / "loss.png").exists()  # an empty log draws no empty plot
+
+
+@pytest.mark.parametrize("resume, signum", [(False, signal.SIGINT), (True, signal.SIGTERM)])
+def test_stop_before_the_first_iteration_saves_nothing(resume, signum, tmp_path, data_dir):
+    """A stop during a new run's first eval, before any optimizer step, saved an untrained iter-0 ckpt.pt,
+    which the next run then moved to previous/ as an earlier run. Now the one stop line says nothing is
+    saved, the run exits 130 (143) within seconds and leaves no ckpt.pt, nor a log the next run would move
+    aside; a resumed run stopped so leaves its checkpoints and log as they were. The signal comes once the
+    first eval batch has said how long the run would take: inside the eval of ~10^6 batches, for sure."""
+    out = tmp_path / "out"
+    if resume:
+        assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+        before = {name: digest(out / name) for name in ("ckpt.pt", "best.pt", "log.jsonl")}
+    args = ["--eval_iters=1000000", "--max_iters=1000000"]
+    args += ["--init_from=resume", "--eval_interval=2"] if resume else []  # the first eval at iter 2
+    proc, lines, reader = started = start(train_cmd(out, data_dir, *args))
+    seconds, stderr = stop_after(started, "from the first eval batch", signum, delay=0)
+    assert proc.returncode == 128 + signum, stderr
+    said = (f"nothing trained since {out}/ckpt.pt (iter 2), which stays as it was" if resume else
+            "nothing trained yet, nothing saved")
+    assert stderr.splitlines() == [f"{signum.name}: stopping; {said}"], stderr
+    assert seconds < 30 and not any("saved" in line for line in lines), lines
+    # hours of work ahead are said up front, from the first eval batch, not after the first eval
+    assert any(re.match(r"estimate: [\d,]+ iterations x [\d.]+ s \+ [\d,]+ evals x .*: about [\d.]+ (hours|days) to go "
+                        r"on cpu, from the first eval batch", line) for line in lines), lines
+    if resume:
+        assert {name: digest(out / name) for name in before} == before
+    else:
+        assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "meta.json"]  # no ckpt.pt, no loss.png
+        assert (out / "log.jsonl").read_text() == ""
+        assert train.keep_previous_run(str(out)) is None  # so the next run finds no earlier run to move aside
+
+
+def first_draw(micro_batches):
+    """The data sampler's state after a run's first iteration drew its micro_batches windows of 4 (TINY)."""
+    sampler = torch.Generator().manual_seed(1337)
+    torch.randint(5600 - 16, (micro_batches * 4,), generator=sampler)  # get_batch's draw, make_dataset's 5600
+    return sampler.get_state()
 
 
 def test_stop_mid_iteration_saves_the_last_complete_one(tmp_path, data_dir):
-    """An iteration of 20,000 micro-batches (~30 s): a stop between micro-batches drops the iteration and
-    saves the state before it (the data sampler included, so a resume redraws the same batches)."""
+    """Iterations of 4,000 micro-batches (~6 s): a stop between micro-batches of the second drops it and
+    saves the state after the first (the data sampler included, so a resume redraws the same batches)."""
     out = tmp_path / "out"
-    proc, lines, reader = started = start(train_cmd(out, data_dir, "--gradient_accumulation_steps=20000",
+    proc, lines, reader = started = start(train_cmd(out, data_dir, "--gradient_accumulation_steps=4000",
                                                     "--max_iters=10"))
-    seconds, stderr = stop_after(started, "step 0:", signal.SIGINT)
+    seconds, stderr = stop_after(started, "iter 0:", signal.SIGINT, delay=0.5)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     assert seconds < 20, seconds
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["iter_num"] == 0
-    assert torch.equal(ckpt["sampler"]["generator"], torch.Generator().manual_seed(1337).get_state())
+    assert ckpt["iter_num"] == 1
+    assert torch.equal(ckpt["sampler"]["generator"], first_draw(4000))
 
 
-# train.py with its first attention call in an eval or in a training step made one long call into C++
-# (a 6144^2 matrix to the 16th power, ~1.9 TFLOP on one thread: 20 s or more), as a 100,000-token
-# attention is: Python cannot run a signal handler until that call returns
+# train.py with the first attention call of its second eval or second training step (after one iteration:
+# something to save) made one long call into C++ (a 6144^2 matrix to the 16th power, ~1.9 TFLOP on one
+# thread: 20 s or more), as a 100,000-token attention is: Python cannot run a signal handler until it returns
 ONE_LONG_OP = (
     "import os, runpy, sys, torch\n"
     "import torch.nn.functional as F\n"
     "sdpa, where = F.scaled_dot_product_attention, sys.argv.pop(1)\n"
+    "before = {'eval': 4, 'train': 2}[where]  # TINY's calls in a first eval (2 + 2 batches) or iteration (2)\n"
     "def attention(*args, **kwargs):\n"
-    "    if not attention.done and where == ('train' if torch.is_grad_enabled() else 'eval'):\n"
-    "        attention.done = True\n"
-    "        a = torch.rand(6144, 6144) / 6144\n"
-    "        os.write(2, b'long op\\n')\n"
-    "        torch.linalg.matrix_power(a, 16)\n"
+    "    if where == ('train' if torch.is_grad_enabled() else 'eval'):\n"
+    "        attention.calls += 1\n"
+    "        if attention.calls == before + 1:\n"
+    "            a = torch.rand(6144, 6144) / 6144\n"
+    "            os.write(2, b'long op\\n')\n"
+    "            torch.linalg.matrix_power(a, 16)\n"
     "    return sdpa(*args, **kwargs)\n"
-    "attention.done = False\n"
+    "attention.calls = 0\n"
     "F.scaled_dot_product_attention = attention\n"
     "sys.argv = sys.argv[1:]\n"
     "runpy.run_path(sys.argv[0], run_name='__main__')\n")
@@ -722,7 +799,8 @@ def test_stop_inside_one_long_operation_is_heard_at_once_and_saves(where, tmp_pa
     it to return: 100-117 s for --block_size=100000 --batch_size=1, measured) is acknowledged at once, and
     ckpt.pt is saved as it was after the last complete iteration, within seconds."""
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", ONE_LONG_OP, where, *train_cmd(out, data_dir, "--max_iters=10")[1:]]
+    evals = ["--eval_interval=1"] if where == "eval" else []  # the second eval at iter 1 (iter 0's saves nothing)
+    cmd = [sys.executable, "-c", ONE_LONG_OP, where, *train_cmd(out, data_dir, "--max_iters=10", *evals)[1:]]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     said = []  # (time, line) of stderr
     reader = threading.Thread(target=lambda: said.extend((time.time(), line) for line in iter(proc.stderr.readline, "")),
@@ -749,17 +827,19 @@ def test_stop_inside_one_long_operation_is_heard_at_once_and_saves(where, tmp_pa
     assert proc.returncode == 130 and "Traceback" not in "".join(line for _, line in said), said
     assert heard and heard[0] < 3, said  # at once, though Python's handler cannot run yet
     assert seconds < 12, seconds  # the long call alone takes 20 s or more
-    assert "SIGINT at iter 0: saved" in stdout, stdout
+    assert "SIGINT at iter 1: saved" in stdout, stdout
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["iter_num"] == 0  # the interrupted iteration is dropped: its batch is drawn again on resume
-    assert torch.equal(ckpt["sampler"]["generator"], torch.Generator().manual_seed(1337).get_state())
+    assert ckpt["iter_num"] == 1  # an interrupted iteration is dropped: its batch is drawn again on resume
+    assert torch.equal(ckpt["sampler"]["generator"], first_draw(2))
     model_from_checkpoint(ckpt)
 
 
 def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, data_dir):
-    """Ctrl-C again, while one long call holds the main thread, quits at once without saving, as said."""
+    """Ctrl-C again, while one long call holds the main thread, quits at once without saving, as said
+    (the long call is in the eval at iter 1: the first Ctrl-C would have saved iteration 0)."""
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", ONE_LONG_OP, "eval", *train_cmd(out, data_dir, "--max_iters=10")[1:]]
+    cmd = [sys.executable, "-c", ONE_LONG_OP, "eval",
+           *train_cmd(out, data_dir, "--max_iters=10", "--eval_interval=1")[1:]]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr.readline() == "long op\n"
@@ -773,7 +853,9 @@ def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, da
     finally:
         proc.kill()
     assert proc.returncode == 130 and seconds < 12, (seconds, stderr)
-    assert stderr.splitlines()[-1] == "SIGINT: quitting without saving", stderr
+    assert stderr.splitlines()[-2:] == [f"SIGINT: stopping; saving {out}/ckpt.pt as it was after the last complete "
+                                        "iteration (Ctrl-C again quits without saving)",
+                                        "SIGINT: quitting without saving"], stderr
     assert not (out / "ckpt.pt").exists()
 
 
@@ -846,7 +928,8 @@ def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tm
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     if launcher == "nproc":
         assert ddp.stderr == ""
-    assert "2 process(es)" in ddp.stdout and ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
+    assert "| 2 processes x 1 thread |" in ddp.stdout
+    assert ddp.stdout.count("scratch at iter 0") == 1  # only rank 0 prints
     (s1, e1), (s2, e2) = losses(one), losses(two)
     assert [i for i, _ in s2] == list(range(4)) and [e[0] for e in e2] == [0, 2, 4]  # one writer: no duplicates
     for (i, a), (j, b) in zip(s1, s2):
@@ -886,15 +969,18 @@ def test_config_error_under_torchrun_is_one_line_from_rank_0(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_under_torchrun_mid_eval_saves(tmp_path, data_dir):
     """Ctrl-C reaches torchrun, which passes SIGINT to each process: mid-eval, they agree to stop (a
-    collective after every eval batch), save and exit 130. torchrun's own report follows (its exit 1)."""
+    collective after every eval batch), save and exit 130. torchrun's own report follows (its exit 1).
+    The long eval follows an iteration (a resume at iter 3, evals every 4), so there is something to save."""
     out = tmp_path / "out"
+    assert run_train("--max_iters=3", "--eval_interval=3", data=data_dir, out=out).returncode == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
-           f"--data_dir={data_dir}", f"--out_dir={out}", *TINY, "--eval_iters=1000000", "--max_iters=10"]
+           f"--data_dir={data_dir}", f"--out_dir={out}", *TINY, "--eval_iters=1000000", "--max_iters=10",
+           "--init_from=resume", "--eval_interval=4"]
     proc, lines, reader = started = start(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    seconds, stderr = stop_after(started, "scratch at iter 0", signal.SIGINT, delay=2)
-    assert stderr.count("SIGINT: stopping;") == 1, stderr  # rank 0 speaks for both
+    seconds, stderr = stop_after(started, "iter 3:", signal.SIGINT, delay=2)
+    assert stderr.count("SIGINT: stopping; saving") == 1, stderr  # rank 0 speaks for both
     assert seconds < 30
-    assert any("SIGINT at iter 0: saved" in line for line in lines), lines
+    assert any("SIGINT at iter 4: saved" in line for line in lines), lines
     assert len(load_checkpoint(out / "ckpt.pt")["rng"]["torch"]) == 2
 
 
@@ -1037,7 +1123,6 @@ def test_closed_stdout_under_eval_only_says_so_and_exits_141(tmp_path, data_dir)
     """train.py --eval_only=true ... | head -1: the reader goes after the first line. eval_only saves nothing, so
     it stops there, and one stderr line says so, with a closed stdout's exit code (141), not a silent 141."""
     from dataclasses import asdict
-    from checkpoint import save_checkpoint
     from model import GPT, GPTConfig
     out = tmp_path / "out"  # a run to evaluate, as train.py saves it, built here rather than trained
     out.mkdir()
