@@ -43,7 +43,7 @@ COMMON = dict(  # every mode's keys
     quick=False,  # tiny sizes and fewer repeats: every mode in seconds (the tests use it)
     json="",  # also write every figure, and the settings, to this JSON file
     seed=1337,  # the random weights and tokens measured
-    threads=0,  # torch CPU threads; 0: torch's default (one per core)
+    num_threads=0,  # torch CPU threads, as train.py's key (the race: each side's); 0: torch's default (one per core)
     repeats=0,  # timed repeats, the median reported; 0: the mode's default
     warmup=0,  # untimed calls first; 0: the mode's default
     device="cpu",  # cpu | cuda | cuda:1 | auto
@@ -706,8 +706,8 @@ def bench_race(cfg, plan):
     import tempfile
     ng, thresholds, gg_args, gg = plan
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if cfg["threads"] > 0:
-        env["OMP_NUM_THREADS"] = str(cfg["threads"])
+    if cfg["num_threads"] > 0:
+        env["OMP_NUM_THREADS"] = str(cfg["num_threads"])
     n, k = cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"]
     runs = {"nanoGPT": [], **({SAME: []} if cfg["same_recipe"] else {}), "glassgpt": [],
             **({SAME_TIME: []} if cfg["same_time"] else {})}
@@ -875,8 +875,8 @@ def main(argv=None):
         raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
     if "dtype" in cfg:
         cfg["dtype"] = dtype
-    if cfg["threads"] > 0:
-        torch.set_num_threads(cfg["threads"])
+    if cfg["num_threads"] > 0:
+        torch.set_num_threads(cfg["num_threads"])
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
     plan = check(cfg)  # before any output: bad input is one line alone

@@ -28,7 +28,7 @@ def run_bench(tmp_path, *args, real=False):
     out = tmp_path / "bench.json"
     # one thread: with the CPU shared (other tests, other jobs), two OpenMP threads wait on each other
     # at every small op and a seconds-long run becomes a minutes-long one
-    args = ["bench.py", *args, "--quick", "--threads=1", "--json", str(out)]
+    args = ["bench.py", *args, "--quick", "--num_threads=1", "--json", str(out)]
     p = (subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120) if real
          else run_script(*args))
     assert p.returncode == 0, p.stderr
@@ -127,6 +127,7 @@ def test_attention_sweep_slopes(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--mode=nope"], "mode must be one of peak, train, sample, attention"),
     (["--mode=peak", "--batch_size=3"], "unknown config key 'batch_size'"),
+    (["--mode=peak", "--threads=1"], r"unknown config key 'threads' on the command line \(did you mean num_threads\?\)"),
     (["--mode=train", "--dtype=float16"], "float16 on a CPU"),
     (["--mode=train", "--dtype=int8"], "dtype must be auto or one of"),
     (["--mode=train", "--device=gpu"], "device='gpu' is not a torch device"),
