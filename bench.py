@@ -40,7 +40,7 @@ from sizing import dataset_vocab, flops_per_token
 MODES = ("peak", "train", "sample", "attention", "race")
 COMMON = dict(  # every mode's keys
     mode="train",  # peak | train | sample | attention | race: what to measure
-    quick=False,  # tiny sizes and fewer repeats: every mode in seconds (the tests use it)
+    quick=False,  # tiny sizes, fewer repeats, a short race: a smoke test whose figures mean nothing (the tests use it)
     json="",  # also write every figure, and the settings, to this JSON file
     seed=1337,  # the random weights and tokens measured
     num_threads=0,  # torch CPU threads, as train.py's key (the race: each side's); 0: torch's default (one per core)
@@ -104,6 +104,7 @@ DEFAULTS = {
         nanogpt="",  # path to a nanoGPT checkout with data/shakespeare_char prepared (git clone, then its prepare.py)
         glassgpt_config="config/tiny.py",  # glassgpt's side of the race
         nanogpt_iters=2000,  # nanoGPT's README CPU recipe runs 2000 iterations
+        glassgpt_iters=0,  # > 0: glassgpt's runs end there, or sooner as their config says; the lr decays over them
         nanogpt_eval_interval=50,  # nanoGPT evaluates this often in the race
         eval_interval=25,  # glassgpt evaluates this often in the race
         thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
@@ -116,7 +117,7 @@ QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
     "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
     "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
     "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
-    "race": dict(nanogpt_iters=100, peak_sizes="256,512"),
+    "race": dict(nanogpt_iters=100, glassgpt_iters=100, peak_sizes="256,512"),  # both sides 100 iterations
 }
 REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3), "race": (1, 1)}  # (normal, quick)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -695,6 +696,12 @@ def race_plan(cfg):
         raise ConfigError(f"thresholds must be comma-separated numbers, got {cfg['thresholds']!r}") from None
     if min(cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"], cfg["eval_interval"]) < 1:
         raise ConfigError("nanogpt_iters, nanogpt_eval_interval and eval_interval must be >= 1")
+    if cfg["glassgpt_iters"] < 0:
+        raise ConfigError(f"glassgpt_iters must be >= 0 (0: the config's own max_iters), got {cfg['glassgpt_iters']}")
+    n = cfg["glassgpt_iters"]
+    if 0 < n < gg["max_iters"]:  # (--quick) a shorter run than the config's, never a longer one
+        gg_args += [f"--max_iters={n}", f"--lr_decay_iters={min(n, gg['lr_decay_iters'])}"]
+        gg = dict(gg, max_iters=n, lr_decay_iters=min(n, gg["lr_decay_iters"]))
     train.ensure_data(gg["data_dir"], True, False)
     if not same_bins(ng_data, gg["data_dir"]):
         raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
@@ -716,7 +723,7 @@ def bench_race(cfg, plan):
         for r in range(cfg["repeats"]):
             peaks.append(measure_peak(dict(cfg, dtype="float32", repeats=5, warmup=1))["peak_gflops"])
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
-                  f"then glassgpt {cfg['glassgpt_config']} (eval every {cfg['eval_interval']})", flush=True)
+                  f"then glassgpt {' '.join(gg_args)} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
             cmd = [sys.executable, "train.py", *NANOGPT_RECIPE, f"--max_iters={n}", f"--lr_decay_iters={n}",
                    *short_run_warmup(n), f"--eval_interval={k}", f"--out_dir={ng_out}"]
@@ -782,11 +789,13 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     heads = {"nanoGPT": "nanoGPT, README CPU recipe", SAME: "glassgpt, the same command",
              "glassgpt": "glassgpt " + cfg["glassgpt_config"], SAME_TIME: "the same, nanoGPT's time"}
     row = lambda label, cells: f"{label:<22}" + "".join(f"{c:>28}" for c in cells)
-    lines = [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
-             f"left out), wall = from launch, evals included; fp32 matmul peak {peak_gflops:.1f} GFLOP/s",
-             row("", [heads[n] for n in names]),
-             row("iterations x tokens", [f"{sides[n]['iters']} x {tokens_per_iter[n]}" for n in names]),
-             row("tokens/s (training)", [show(sides[n]["tokens_per_s"], ",.0f") for n in names])]
+    lines = ["a quick race (--quick): a smoke test of the race itself, its runs cut short, so its figures mean "
+             "nothing"] if cfg["quick"] else []
+    lines += [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
+              f"left out), wall = from launch, evals included; fp32 matmul peak {peak_gflops:.1f} GFLOP/s",
+              row("", [heads[n] for n in names]),
+              row("iterations x tokens", [f"{sides[n]['iters']} x {tokens_per_iter[n]}" for n in names]),
+              row("tokens/s (training)", [show(sides[n]["tokens_per_s"], ",.0f") for n in names])]
     lines += [row(f"time to val <= {t}", [fmt_t(sides[n]["thresholds"][t]) for n in names]) for t in ng["thresholds"]]
     lines += [row("whole run", [fmt_t(sides[n]) for n in names]),
               row("final val loss", [f"{sides[n]['final_val']:.4f}" for n in names])]

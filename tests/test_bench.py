@@ -221,6 +221,7 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert ngr["thresholds"]["0.50"] == {"train_s": None, "wall_s": None}  # never reached: said so
     assert ngr["final_val"] == pytest.approx(1.5)
     assert "not reached" in out and "time to val <= 1.88" in out and "nanoGPT's whole run" in out
+    assert "a quick race (--quick): a smoke test" in out  # its figures are not to be quoted
     gg = r["sides"]["glassgpt"]
     assert gg["iters"] == 12 and gg["train_s"] > 0 and gg["wall_s"] > gg["train_s"]
     evals = gg["runs"][0]["evals"]
@@ -253,13 +254,31 @@ def test_race_gives_glassgpt_nanogpts_training_time_as_a_budget(tmp_path):
     cfg.write_text(cfg.read_text() + "max_iters = 100000\nlr_decay_iters = 100000\nmax_seconds = 3\n")
     r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
                        "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=50",
-                       "--same_recipe=false")
+                       "--same_recipe=false", "--glassgpt_iters=0")  # the config's own budget, not --quick's cut
     gg, same_time = r["sides"]["glassgpt"], r["sides"][bench.SAME_TIME]
     assert 2.9 < gg["train_s"] < 3.5  # the config's own budget, 3 s
     assert 0.9 < same_time["train_s"] < 1.4 and same_time["iters"] < gg["iters"]  # nanoGPT's 1.01 s
     assert r["targets"]["glassgpt_val_in_nanogpt_time"] == same_time["final_val"]
     assert same_time["final_val"] == same_time["runs"][0]["evals"][-1]["val_loss"]
     assert "given nanoGPT's training time as its budget" in out and "the same, nanoGPT's time" in out
+
+
+def test_quick_race_cuts_glassgpts_runs_to_the_quick_nanogpt_sides_iterations(tmp_path):
+    """--quick once shortened nanoGPT's side alone, and glassgpt's still trained config/tiny.py's 3 minutes (with
+    its evals): its runs now end at the quick nanoGPT side's iterations, the lr decaying over them; a config
+    already shorter keeps its own (the tests' races are not made longer)."""
+    ng, cfg = make_race(tmp_path)
+    tiny = tmp_path / "tiny.py"  # the main job's config, on the race's synthetic text
+    tiny.write_text((ROOT / "config" / "tiny.py").read_text() + f"data_dir = {str(tmp_path / 'data')!r}\n")
+    quick = {**bench.COMMON, **bench.DEFAULTS["race"], **bench.QUICK["race"], "quick": True, "nanogpt": str(ng)}
+    n = quick["nanogpt_iters"]
+    _, _, args, gg = bench.race_plan(dict(quick, glassgpt_config=str(tiny)))
+    assert args == [str(tiny), f"--max_iters={n}", f"--lr_decay_iters={n}"]
+    assert (gg["max_iters"], gg["lr_decay_iters"], gg["max_seconds"]) == (n, n, 180)
+    _, _, args, gg = bench.race_plan(dict(quick, glassgpt_config=str(cfg)))  # 12 iterations already
+    assert args == [str(cfg)] and gg["max_iters"] == 12
+    with pytest.raises(ConfigError, match="glassgpt_iters must be >= 0"):
+        bench.race_plan(dict(quick, glassgpt_config=str(tiny), glassgpt_iters=-1))
 
 
 def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
