@@ -329,6 +329,30 @@ def test_race_tells_how_to_give_nanogpt_the_text_glassgpt_used(tmp_path):
     assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/input.txt {ng}/input.txt && python {ng}/prepare.py"
 
 
+@pytest.mark.parametrize("max_seconds, max_iters, train_s, iters, short", [
+    (180, 5000, 179.6, 1650, False),  # ended by its 3-minute budget, the race's sum of steps a little under it
+    (175, 5000, 175.1, 1600, True),  # ended by a shorter budget: not 3 minutes of training
+    (0, 2000, 176.0, 2000, True),  # no budget: max_iters ended it before 3 minutes
+    (0, 2000, 200.0, 2000, False),  # ... or after them
+    (180, 100, 12.3, 100, True),  # --quick's 100 iterations, well inside the budget
+])
+def test_race_says_when_glassgpts_run_was_shorter_than_the_3_minutes_it_reports(max_seconds, max_iters, train_s,
+                                                                               iters, short):
+    """The line 'val loss after 180 s of training' adds 'its whole run being X s' when the run trained less than
+    that, from glassgpt's own settings: it was a hard-coded 'under 170 s', wrong for a budget of 175 s or a
+    max_iters run of 176 s."""
+    def run(train_s, iters):
+        evals = [{"iter": 0, "val_loss": 4.0, "wall_s": 1.0}, {"iter": iters, "val_loss": 1.5, "wall_s": train_s + 9}]
+        return {"evals": evals, "before": {0: 0.0, iters: train_s}, "train_s": train_s, "wall_s": train_s + 9,
+                "iters": iters, "final_val": 1.5}
+    runs = {"nanoGPT": [run(100.0, 2001)], "glassgpt": [run(train_s, iters)]}
+    cfg = {"repeats": 1, "quick": False, "glassgpt_config": "gg.py"}
+    _, lines = bench.race_report(runs, [1.88], {"nanoGPT": 768, "glassgpt": 2048}, cfg,
+                                 {"max_seconds": max_seconds, "max_iters": max_iters}, 100.0, 1e6)
+    line = next(ln for ln in lines if ln.startswith("glassgpt's val loss after 180 s of training"))
+    assert (f", its whole run being {train_s:.1f} s: 1.5000" in line) == short, line
+
+
 def test_train_seconds_count_eval_steps_as_typical_ones():
     # steps 0 and 4 also held an eval: each counts as the median of the others, 0.15 s
     before, total = bench.train_seconds({0: 5.0, 1: 0.1, 2: 0.2, 3: 0.1, 4: 9.0, 5: 0.3}, {0, 4})
