@@ -522,7 +522,8 @@ def bench_attention(cfg):
             slopes[f"{name}_{key}"] = slope(Ts, ys)
             slopes[f"{name}_{key}_large_T"] = slope(large, ys[-len(large):])
     r = {"batch_size": B, "n_head": nh, "head_size": hs, "backward": cfg["backward"], "T": Ts, "rows": rows,
-         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method}
+         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method,
+         "memory_slopes_meaningful": not cfg["quick"]}  # --quick's sizes are too small to show the growth
     what = "forward+backward" if cfg["backward"] else "forward"
     mib = lambda b: "n/a" if b is None else f"{b / 2**20:.2f}"
     lines = [f"causal attention alone, {what}: q, k, v of shape ({B}, {nh}, T, {hs}), fp32",
@@ -534,6 +535,10 @@ def bench_attention(cfg):
         s = {k: slopes.get(k + suffix) for k in ("manual_time", "sdpa_time", "manual_memory", "sdpa_memory")}
         lines.append(f"{label:<26} time: manual {fmt(s['manual_time'])} sdpa {fmt(s['sdpa_time'])}   "
                      f"memory: manual {fmt(s['manual_memory'])} sdpa {fmt(s['sdpa_memory'])}")
+    if cfg["quick"]:
+        lines.append(f"--quick: T {Ts[0]}-{Ts[-1]}, {nh} heads of {hs}: these memory slopes are a smoke test, "
+                     f"fitted to a few small sizes (the smallest can read 0 bytes, left out), not attention's growth "
+                     f"with T; run without --quick")
     lines.append(f"memory: {mem.method or 'not measurable on this platform'}; T*T*4 = one fp32 score matrix per "
                  f"head and batch row, times {B * nh}")
     return r, lines
