@@ -40,10 +40,10 @@ from sizing import dataset_vocab, flops_per_token
 MODES = ("peak", "train", "sample", "attention", "race")
 COMMON = dict(  # every mode's keys
     mode="train",  # peak | train | sample | attention | race: what to measure
-    quick=False,  # tiny sizes and fewer repeats: every mode in seconds (the tests use it)
+    quick=False,  # tiny sizes, fewer repeats, a short race: a smoke test whose figures mean nothing (the tests use it)
     json="",  # also write every figure, and the settings, to this JSON file
     seed=1337,  # the random weights and tokens measured
-    threads=0,  # torch CPU threads; 0: torch's default (one per core)
+    num_threads=0,  # torch CPU threads, as train.py's key (the race: each side's); 0: torch's default (one per core)
     repeats=0,  # timed repeats, the median reported; 0: the mode's default
     warmup=0,  # untimed calls first; 0: the mode's default
     device="cpu",  # cpu | cuda | cuda:1 | auto
@@ -104,6 +104,7 @@ DEFAULTS = {
         nanogpt="",  # path to a nanoGPT checkout with data/shakespeare_char prepared (git clone, then its prepare.py)
         glassgpt_config="config/tiny.py",  # glassgpt's side of the race
         nanogpt_iters=2000,  # nanoGPT's README CPU recipe runs 2000 iterations
+        glassgpt_iters=0,  # > 0: glassgpt's runs end there, or sooner as their config says; the lr decays over them
         nanogpt_eval_interval=50,  # nanoGPT evaluates this often in the race
         eval_interval=25,  # glassgpt evaluates this often in the race
         thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
@@ -116,7 +117,7 @@ QUICK = {  # --quick: tiny sizes, so that the tests run every mode in seconds
     "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
     "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
     "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
-    "race": dict(nanogpt_iters=100, peak_sizes="256,512"),
+    "race": dict(nanogpt_iters=100, glassgpt_iters=100, peak_sizes="256,512"),  # both sides 100 iterations
 }
 REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3), "race": (1, 1)}  # (normal, quick)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -521,7 +522,8 @@ def bench_attention(cfg):
             slopes[f"{name}_{key}"] = slope(Ts, ys)
             slopes[f"{name}_{key}_large_T"] = slope(large, ys[-len(large):])
     r = {"batch_size": B, "n_head": nh, "head_size": hs, "backward": cfg["backward"], "T": Ts, "rows": rows,
-         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method}
+         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method,
+         "memory_slopes_meaningful": not cfg["quick"]}  # --quick's sizes are too small to show the growth
     what = "forward+backward" if cfg["backward"] else "forward"
     mib = lambda b: "n/a" if b is None else f"{b / 2**20:.2f}"
     lines = [f"causal attention alone, {what}: q, k, v of shape ({B}, {nh}, T, {hs}), fp32",
@@ -533,6 +535,10 @@ def bench_attention(cfg):
         s = {k: slopes.get(k + suffix) for k in ("manual_time", "sdpa_time", "manual_memory", "sdpa_memory")}
         lines.append(f"{label:<26} time: manual {fmt(s['manual_time'])} sdpa {fmt(s['sdpa_time'])}   "
                      f"memory: manual {fmt(s['manual_memory'])} sdpa {fmt(s['sdpa_memory'])}")
+    if cfg["quick"]:
+        lines.append(f"--quick: T {Ts[0]}-{Ts[-1]}, {nh} heads of {hs}: these memory slopes are a smoke test, "
+                     f"fitted to a few small sizes (the smallest can read 0 bytes, left out), not attention's growth "
+                     f"with T; run without --quick")
     lines.append(f"memory: {mem.method or 'not measurable on this platform'}; T*T*4 = one fp32 score matrix per "
                  f"head and batch row, times {B * nh}")
     return r, lines
@@ -695,6 +701,12 @@ def race_plan(cfg):
         raise ConfigError(f"thresholds must be comma-separated numbers, got {cfg['thresholds']!r}") from None
     if min(cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"], cfg["eval_interval"]) < 1:
         raise ConfigError("nanogpt_iters, nanogpt_eval_interval and eval_interval must be >= 1")
+    if cfg["glassgpt_iters"] < 0:
+        raise ConfigError(f"glassgpt_iters must be >= 0 (0: the config's own max_iters), got {cfg['glassgpt_iters']}")
+    n = cfg["glassgpt_iters"]
+    if 0 < n < gg["max_iters"]:  # (--quick) a shorter run than the config's, never a longer one
+        gg_args += [f"--max_iters={n}", f"--lr_decay_iters={min(n, gg['lr_decay_iters'])}"]
+        gg = dict(gg, max_iters=n, lr_decay_iters=min(n, gg["lr_decay_iters"]))
     train.ensure_data(gg["data_dir"], True, False)
     if not same_bins(ng_data, gg["data_dir"]):
         raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
@@ -706,8 +718,8 @@ def bench_race(cfg, plan):
     import tempfile
     ng, thresholds, gg_args, gg = plan
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if cfg["threads"] > 0:
-        env["OMP_NUM_THREADS"] = str(cfg["threads"])
+    if cfg["num_threads"] > 0:
+        env["OMP_NUM_THREADS"] = str(cfg["num_threads"])
     n, k = cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"]
     runs = {"nanoGPT": [], **({SAME: []} if cfg["same_recipe"] else {}), "glassgpt": [],
             **({SAME_TIME: []} if cfg["same_time"] else {})}
@@ -716,7 +728,7 @@ def bench_race(cfg, plan):
         for r in range(cfg["repeats"]):
             peaks.append(measure_peak(dict(cfg, dtype="float32", repeats=5, warmup=1))["peak_gflops"])
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
-                  f"then glassgpt {cfg['glassgpt_config']} (eval every {cfg['eval_interval']})", flush=True)
+                  f"then glassgpt {' '.join(gg_args)} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
             cmd = [sys.executable, "train.py", *NANOGPT_RECIPE, f"--max_iters={n}", f"--lr_decay_iters={n}",
                    *short_run_warmup(n), f"--eval_interval={k}", f"--out_dir={ng_out}"]
@@ -737,11 +749,15 @@ def bench_race(cfg, plan):
                 runs[name].append(run_racer(label, cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
     tokens_per_iter = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": tokens, SAME_TIME: tokens}
     step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=dataset_vocab("", gg["data_dir"])[0] or 65, bias=False)
-    return race_report(runs, thresholds, tokens_per_iter, cfg, statistics.median(peaks), flops_per_token(step, 64))
+    return race_report(runs, thresholds, tokens_per_iter, cfg, gg, statistics.median(peaks), flops_per_token(step, 64))
 
 
-def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_per_token):
-    """Medians over the repeats of each side's figures, the targets' ratios, and the table's lines."""
+THREE_MINUTES = 180.0  # the main job's target: its val loss after this many seconds of training steps
+
+
+def race_report(runs, thresholds, tokens_per_iter, cfg, gg_settings, peak_gflops, step_flops_per_token):
+    """Medians over the repeats of each side's figures, the targets' ratios, and the table's lines.
+    gg_settings: glassgpt's resolved config (train.resolve), as its runs were given it."""
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None
     sides = {}
     for name, rs in runs.items():
@@ -768,7 +784,7 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     targets = {
         "time_to_first_threshold_over_nanogpt_run": ratio(gg["thresholds"][first]["train_s"], ng["train_s"]),
         "glassgpt_val_at_nanogpt_end": val_at(ng["train_s"]),
-        "glassgpt_val_at_3_minutes": val_at(180.0, slack=1),  # a 180 s budget ends on the step that crosses it
+        "glassgpt_val_at_3_minutes": val_at(THREE_MINUTES, slack=1),  # a budget ends on the step that crosses it
         "peak_gflops": peak_gflops}
     if same_time:  # the main job with nanoGPT's training time as its budget: the val loss where it ends
         targets["glassgpt_val_in_nanogpt_time"] = same_time["final_val"]
@@ -782,11 +798,13 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     heads = {"nanoGPT": "nanoGPT, README CPU recipe", SAME: "glassgpt, the same command",
              "glassgpt": "glassgpt " + cfg["glassgpt_config"], SAME_TIME: "the same, nanoGPT's time"}
     row = lambda label, cells: f"{label:<22}" + "".join(f"{c:>28}" for c in cells)
-    lines = [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
-             f"left out), wall = from launch, evals included; fp32 matmul peak {peak_gflops:.1f} GFLOP/s",
-             row("", [heads[n] for n in names]),
-             row("iterations x tokens", [f"{sides[n]['iters']} x {tokens_per_iter[n]}" for n in names]),
-             row("tokens/s (training)", [show(sides[n]["tokens_per_s"], ",.0f") for n in names])]
+    lines = ["a quick race (--quick): a smoke test of the race itself, its runs cut short, so its figures mean "
+             "nothing"] if cfg["quick"] else []
+    lines += [f"race, {cfg['repeats']} run(s) each, medians; train s = training steps only (evals and checkpoints "
+              f"left out), wall = from launch, evals included; fp32 matmul peak {peak_gflops:.1f} GFLOP/s",
+              row("", [heads[n] for n in names]),
+              row("iterations x tokens", [f"{sides[n]['iters']} x {tokens_per_iter[n]}" for n in names]),
+              row("tokens/s (training)", [show(sides[n]["tokens_per_s"], ",.0f") for n in names])]
     lines += [row(f"time to val <= {t}", [fmt_t(sides[n]["thresholds"][t]) for n in names]) for t in ng["thresholds"]]
     lines += [row("whole run", [fmt_t(sides[n]) for n in names]),
               row("final val loss", [f"{sides[n]['final_val']:.4f}" for n in names])]
@@ -797,8 +815,13 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, peak_gflops, step_flops_
     if same_time:
         lines.append(f"glassgpt's val loss given nanoGPT's training time as its budget (--max_seconds=that run's "
                      f"seconds), at its end: {show(targets['glassgpt_val_in_nanogpt_time'], '.4f')} (target: <= 1.60)")
-    short = f", its whole run being {gg['train_s']:.1f} s" if gg["train_s"] is not None and gg["train_s"] < 170 else ""
-    lines.append(f"glassgpt's val loss after 180 s of training{short}: "
+    # its run trained 3 minutes if a budget of 3 minutes or more ended it (train.py counts the budget itself; the
+    # race's sum of its steps, eval-holding ones counted as typical, can differ a little), or if its steps took
+    # that long; else the line says how short it was
+    by_budget = gg_settings["max_seconds"] >= THREE_MINUTES and gg["iters"] < gg_settings["max_iters"]
+    short = (f", its whole run being {gg['train_s']:.1f} s"
+             if gg["train_s"] is not None and gg["train_s"] < THREE_MINUTES and not by_budget else "")
+    lines.append(f"glassgpt's val loss after {THREE_MINUTES:g} s of training{short}: "
                  f"{show(targets['glassgpt_val_at_3_minutes'], '.4f')} (target: <= 1.55)")
     if same:
         lines.append(f"the same step (nanoGPT's model and batch), glassgpt / nanoGPT tokens/s: "
@@ -875,8 +898,8 @@ def main(argv=None):
         raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
     if "dtype" in cfg:
         cfg["dtype"] = dtype
-    if cfg["threads"] > 0:
-        torch.set_num_threads(cfg["threads"])
+    if cfg["num_threads"] > 0:
+        torch.set_num_threads(cfg["num_threads"])
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
     plan = check(cfg)  # before any output: bad input is one line alone

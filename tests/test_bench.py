@@ -28,7 +28,7 @@ def run_bench(tmp_path, *args, real=False):
     out = tmp_path / "bench.json"
     # one thread: with the CPU shared (other tests, other jobs), two OpenMP threads wait on each other
     # at every small op and a seconds-long run becomes a minutes-long one
-    args = ["bench.py", *args, "--quick", "--threads=1", "--json", str(out)]
+    args = ["bench.py", *args, "--quick", "--num_threads=1", "--json", str(out)]
     p = (subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120) if real
          else run_script(*args))
     assert p.returncode == 0, p.stderr
@@ -115,6 +115,8 @@ def test_attention_sweep_slopes(tmp_path):
         assert row["manual_ms"] > 0 and row["sdpa_ms"] > 0
     assert all(math.isfinite(r["slopes"][k]) for k in ("manual_time", "sdpa_time"))
     assert "log-log slope" in out
+    # at --quick's sizes the memory slopes are not attention's growth: said under them, and flagged in the JSON
+    assert r["memory_slopes_meaningful"] is False and "these memory slopes are a smoke test" in out
     if r["memory_method"] is None:
         pytest.skip("no peak-memory measurement on this platform")
     s = r["slopes"]
@@ -127,6 +129,7 @@ def test_attention_sweep_slopes(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--mode=nope"], "mode must be one of peak, train, sample, attention"),
     (["--mode=peak", "--batch_size=3"], "unknown config key 'batch_size'"),
+    (["--mode=peak", "--threads=1"], r"unknown config key 'threads' on the command line \(did you mean num_threads\?\)"),
     (["--mode=train", "--dtype=float16"], "float16 on a CPU"),
     (["--mode=train", "--dtype=int8"], "dtype must be auto or one of"),
     (["--mode=train", "--device=gpu"], "device='gpu' is not a torch device"),
@@ -220,6 +223,7 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert ngr["thresholds"]["0.50"] == {"train_s": None, "wall_s": None}  # never reached: said so
     assert ngr["final_val"] == pytest.approx(1.5)
     assert "not reached" in out and "time to val <= 1.88" in out and "nanoGPT's whole run" in out
+    assert "a quick race (--quick): a smoke test" in out  # its figures are not to be quoted
     gg = r["sides"]["glassgpt"]
     assert gg["iters"] == 12 and gg["train_s"] > 0 and gg["wall_s"] > gg["train_s"]
     evals = gg["runs"][0]["evals"]
@@ -252,13 +256,31 @@ def test_race_gives_glassgpt_nanogpts_training_time_as_a_budget(tmp_path):
     cfg.write_text(cfg.read_text() + "max_iters = 100000\nlr_decay_iters = 100000\nmax_seconds = 3\n")
     r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
                        "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=50",
-                       "--same_recipe=false")
+                       "--same_recipe=false", "--glassgpt_iters=0")  # the config's own budget, not --quick's cut
     gg, same_time = r["sides"]["glassgpt"], r["sides"][bench.SAME_TIME]
     assert 2.9 < gg["train_s"] < 3.5  # the config's own budget, 3 s
     assert 0.9 < same_time["train_s"] < 1.4 and same_time["iters"] < gg["iters"]  # nanoGPT's 1.01 s
     assert r["targets"]["glassgpt_val_in_nanogpt_time"] == same_time["final_val"]
     assert same_time["final_val"] == same_time["runs"][0]["evals"][-1]["val_loss"]
     assert "given nanoGPT's training time as its budget" in out and "the same, nanoGPT's time" in out
+
+
+def test_quick_race_cuts_glassgpts_runs_to_the_quick_nanogpt_sides_iterations(tmp_path):
+    """--quick once shortened nanoGPT's side alone, and glassgpt's still trained config/tiny.py's 3 minutes (with
+    its evals): its runs now end at the quick nanoGPT side's iterations, the lr decaying over them; a config
+    already shorter keeps its own (the tests' races are not made longer)."""
+    ng, cfg = make_race(tmp_path)
+    tiny = tmp_path / "tiny.py"  # the main job's config, on the race's synthetic text
+    tiny.write_text((ROOT / "config" / "tiny.py").read_text() + f"data_dir = {str(tmp_path / 'data')!r}\n")
+    quick = {**bench.COMMON, **bench.DEFAULTS["race"], **bench.QUICK["race"], "quick": True, "nanogpt": str(ng)}
+    n = quick["nanogpt_iters"]
+    _, _, args, gg = bench.race_plan(dict(quick, glassgpt_config=str(tiny)))
+    assert args == [str(tiny), f"--max_iters={n}", f"--lr_decay_iters={n}"]
+    assert (gg["max_iters"], gg["lr_decay_iters"], gg["max_seconds"]) == (n, n, 180)
+    _, _, args, gg = bench.race_plan(dict(quick, glassgpt_config=str(cfg)))  # 12 iterations already
+    assert args == [str(cfg)] and gg["max_iters"] == 12
+    with pytest.raises(ConfigError, match="glassgpt_iters must be >= 0"):
+        bench.race_plan(dict(quick, glassgpt_config=str(tiny), glassgpt_iters=-1))
 
 
 def test_race_argv_is_nanogpts_readme_recipe(tmp_path):
@@ -307,6 +329,30 @@ def test_race_tells_how_to_give_nanogpt_the_text_glassgpt_used(tmp_path):
     assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/plays.txt {ng}/input.txt && python {ng}/prepare.py"
     (ours / "input.txt").write_text("tiny Shakespeare")  # the one prepare.py reads whenever it is there
     assert bench.give_nanogpt_our_text(str(ours), ng) == f"cp {ours}/input.txt {ng}/input.txt && python {ng}/prepare.py"
+
+
+@pytest.mark.parametrize("max_seconds, max_iters, train_s, iters, short", [
+    (180, 5000, 179.6, 1650, False),  # ended by its 3-minute budget, the race's sum of steps a little under it
+    (175, 5000, 175.1, 1600, True),  # ended by a shorter budget: not 3 minutes of training
+    (0, 2000, 176.0, 2000, True),  # no budget: max_iters ended it before 3 minutes
+    (0, 2000, 200.0, 2000, False),  # ... or after them
+    (180, 100, 12.3, 100, True),  # --quick's 100 iterations, well inside the budget
+])
+def test_race_says_when_glassgpts_run_was_shorter_than_the_3_minutes_it_reports(max_seconds, max_iters, train_s,
+                                                                               iters, short):
+    """The line 'val loss after 180 s of training' adds 'its whole run being X s' when the run trained less than
+    that, from glassgpt's own settings: it was a hard-coded 'under 170 s', wrong for a budget of 175 s or a
+    max_iters run of 176 s."""
+    def run(train_s, iters):
+        evals = [{"iter": 0, "val_loss": 4.0, "wall_s": 1.0}, {"iter": iters, "val_loss": 1.5, "wall_s": train_s + 9}]
+        return {"evals": evals, "before": {0: 0.0, iters: train_s}, "train_s": train_s, "wall_s": train_s + 9,
+                "iters": iters, "final_val": 1.5}
+    runs = {"nanoGPT": [run(100.0, 2001)], "glassgpt": [run(train_s, iters)]}
+    cfg = {"repeats": 1, "quick": False, "glassgpt_config": "gg.py"}
+    _, lines = bench.race_report(runs, [1.88], {"nanoGPT": 768, "glassgpt": 2048}, cfg,
+                                 {"max_seconds": max_seconds, "max_iters": max_iters}, 100.0, 1e6)
+    line = next(ln for ln in lines if ln.startswith("glassgpt's val loss after 180 s of training"))
+    assert (f", its whole run being {train_s:.1f} s: 1.5000" in line) == short, line
 
 
 def test_train_seconds_count_eval_steps_as_typical_ones():

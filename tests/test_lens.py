@@ -268,6 +268,19 @@ def test_report_html_and_png(out_dir, tmp_path, capsys):
     assert '"tokens": ["R", "O", "M"' in doc
 
 
+def test_the_files_lens_writes_into_the_current_folder_are_left_out_of_git():
+    """lens.py writes lens.html and lens.png where it runs (the repo root, run as the README shows), and the
+    README's other example text.html and text.png: git is to ignore them, not list them as untracked."""
+    names = [lens.html, lens.png, "text.html", "text.png"]
+    try:
+        p = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=REPO, capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("no git here to read .gitignore")
+    if p.returncode == 128:  # not a git checkout (e.g. a source archive): no .gitignore applies
+        pytest.skip(f"{REPO} is not a git checkout: {p.stderr.strip()}")
+    assert sorted(p.stdout.split()) == sorted(names), p.stdout
+
+
 def test_ansi_colour_only_when_asked(out_dir, capsys):
     lens.main([f"--out_dir={out_dir}", "--start=ROMEO: what light", "--html=", "--png=", "--color=always"])
     out = capsys.readouterr().out
