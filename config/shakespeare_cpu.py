@@ -5,7 +5,7 @@
 # Measured on the project's 2-core machine (docs/cpu.md): 10.3 minutes, val 1.4957. A 6-layer, 192-wide model (2.7M parameters) with dropout 0.1 read
 # 1.5649 after 720 iterations, 16.8 minutes: in this time a larger model sees too few characters. Trained
 # longer (4200 iterations, by its pace here about 14 minutes; not timed) it levels out at 1.49-1.50 from iteration
-# 3250: it memorises.
+# 3250: it memorises; wider (192), deeper (6 layers), dropout 0.1 or batch 48 did no better (docs/cpu.md).
 
 out_dir = "out-shakespeare-cpu"
 dataset = "shakespeare_char"
