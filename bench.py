@@ -705,8 +705,9 @@ def race_plan(cfg):
         raise ConfigError(f"glassgpt_iters must be >= 0 (0: the config's own max_iters), got {cfg['glassgpt_iters']}")
     n = cfg["glassgpt_iters"]
     if 0 < n < gg["max_iters"]:  # (--quick) a shorter run than the config's, never a longer one
-        gg_args += [f"--max_iters={n}", f"--lr_decay_iters={min(n, gg['lr_decay_iters'])}"]
-        gg = dict(gg, max_iters=n, lr_decay_iters=min(n, gg["lr_decay_iters"]))
+        decay = min(n, gg["lr_decay_iters"])
+        gg_args += [f"--max_iters={n}", f"--lr_decay_iters={decay}"]
+        gg = dict(gg, max_iters=n, lr_decay_iters=decay)
     train.ensure_data(gg["data_dir"], True, False)
     if not same_bins(ng_data, gg["data_dir"]):
         raise ConfigError(f"{ng_data} and {gg['data_dir']} hold different train.bin/val.bin: race on the same "
