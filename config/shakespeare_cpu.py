@@ -29,7 +29,7 @@ bias = False
 
 optimizer = "muon"  # the blocks' matrices; AdamW at learning_rate for the embedding and the norm gains
 muon_lr = 0.02
-muon_weight_decay = 0.1  # 0.1 of 0 / 0.025 / 0.05 / 0.1 / 0.2 / 0.4; behind until the lr decays, then ahead
+muon_weight_decay = 0.1  # the best of the sweep above; behind until the lr decays, then ahead
 learning_rate = 3e-3
 max_iters = 3000
 lr_decay_iters = 3000
