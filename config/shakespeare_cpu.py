@@ -2,8 +2,8 @@
 # the val loss nanoGPT's train_shakespeare_char.py (10.7M parameters) reports from a GPU: 1.4697.
 #   python train.py config/shakespeare_cpu.py && python sample.py --out_dir=out-shakespeare-cpu
 # tiny.py's recipe with 4 layers for 3000 iterations, nanoGPT's context of 256 characters and weight decay on
-# Muon's matrices. Measured on the project's 2-core machine (docs/cpu.md): 14.0 minutes in a slow hour, val 1.4598
-# over the whole val split.
+# Muon's matrices. Measured on the project's 2-core machine (docs/cpu.md): 13.5-14.1 minutes in three runs
+# in slow hours, val 1.4598 over the whole val split.
 # By iteration (docs/cpu.md): block 64 read 1.4957; block 256 (the same 2,048 characters a step) 1.4767 over
 # the whole val split; with Muon weight decay 0.025 / 0.05 / 0.1 / 0.2 / 0.4: 1.4705 / 1.4677 / 1.4595 / 1.4751 /
 # 1.5230. 1M characters is little data: past ~2500 iterations the model memorises, and the decay curbs it.
