@@ -289,14 +289,45 @@ def config_keys(namespace):
             if not k.startswith("_") and not k.isupper() and isinstance(v, (int, float, bool, str, type(None)))}
 
 
+SPIN_WHEN_IDLE = "1000"  # GOMP_SPINCOUNT: spins before a waiting thread sleeps (~10 us at libgomp's ~100 a us)
+
+
 def let_idle_threads_sleep():
     """
     Ask OpenMP to let idle threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE), unless the user chose.
-    With other work on the cores spinning threads made training steps up to 15x and sampling 8-23x slower;
-    on a quiet machine sleeping costs ~2% (docs/cpu.md). OpenMP reads it once, as torch loads: so a script
-    calls this before it imports torch (this file imports torch only inside functions).
+    With other work on the cores spinning threads made training steps up to 15x and sampling 8-23x slower.
+    But sleeping at once costs ~10% on a quiet machine: every op must wake its threads again. So where the
+    cores are idle as the script starts, threads spin a moment first (libgomp's GOMP_SPINCOUNT), enough
+    to bridge the gap between two ops and too short to starve other work much (docs/cpu.md). OpenMP
+    reads both once, as torch loads: so a script calls this before it imports torch (this file imports
+    torch only inside functions).
     """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "OMP_WAIT_POLICY" in os.environ:
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    busy = busy_cores()
+    if "GOMP_SPINCOUNT" not in os.environ and busy is not None and busy < 0.5:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_WHEN_IDLE
+
+
+def busy_cores(seconds=0.05):
+    """How many cores were busy over a short look at /proc/stat (this process sleeps meanwhile, so it is
+    other work); None where there is no /proc/stat to read."""
+    import time
+
+    def ticks():  # (all, idle + iowait) since boot, summed over the cores
+        with open("/proc/stat") as f:
+            n = [int(v) for v in f.readline().split()[1:9]]
+        return sum(n), n[3] + n[4]
+
+    try:
+        total0, idle0 = ticks()
+        time.sleep(seconds)
+        total1, idle1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return (total - (idle1 - idle0)) / total * (os.cpu_count() or 1) if total > 0 else 0.0
 
 
 def quit_quietly_on_early_ctrl_c():

@@ -323,6 +323,37 @@ def test_keep_freed_memory_stops_the_page_faults_of_each_step():
     assert float(faults) < 20, f"{faults} page faults a step with keep_freed_memory"
 
 
+@pytest.mark.parametrize("preset, busy, expected", [
+    ({}, 0.1, ("PASSIVE", "1000")),  # idle cores: sleep, after a short spin that bridges two ops
+    ({}, 1.0, ("PASSIVE", None)),  # other work on the cores: sleep at once
+    ({}, None, ("PASSIVE", None)),  # no /proc/stat to tell: sleep at once, the safe side
+    ({"GOMP_SPINCOUNT": "50"}, 0.0, ("PASSIVE", "50")),  # the user's spin count stays
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, 0.0, ("ACTIVE", None)),  # the user's policy: nothing added
+])
+def test_idle_threads_spin_briefly_only_where_the_cores_are_idle(monkeypatch, preset, busy, expected):
+    import configurator
+    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in preset.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(configurator, "busy_cores", lambda: busy)
+    configurator.let_idle_threads_sleep()
+    assert (os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT")) == expected
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="busy_cores reads Linux's /proc/stat")
+def test_busy_cores_sees_another_process_spinning():
+    from configurator import busy_cores
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # past its start-up
+        busy = busy_cores(0.3)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 0.5 < busy <= os.cpu_count(), busy  # one core's worth, whatever else the machine runs
+
+
 # ----------------------------------------------------------------------------- --help
 
 def test_integral_float_is_an_int_and_a_fraction_is_refused():
