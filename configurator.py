@@ -305,8 +305,10 @@ def let_idle_threads_sleep():
     if "OMP_WAIT_POLICY" in os.environ:
         return
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    if "GOMP_SPINCOUNT" in os.environ:  # the user's spin count: no need to look at the cores
+        return
     busy = busy_cores()
-    if "GOMP_SPINCOUNT" not in os.environ and busy is not None and busy < 0.5:
+    if busy is not None and busy < 0.5:
         os.environ["GOMP_SPINCOUNT"] = SPIN_WHEN_IDLE
 
 
