@@ -65,12 +65,14 @@ def checkpoint_summary(iter_num, best_val_loss):
     """
     "iter N, best val loss X": what a checkpoint holds, for the lines that say so (sample.py, lens.py,
     train.py's run moved aside, and its resume with nothing to train). A run saved before its first eval
-    still holds inf: "no eval yet".
+    after the start still holds inf (the eval at the start scored weights it no longer has): "no val loss for
+    these weights yet".
     """
     if best_val_loss is None:
         return f"iter {iter_num}"
     loss = float(best_val_loss)  # nanoGPT saves a tensor
-    return f"iter {iter_num}, " + (f"best val loss {loss:.4f}" if math.isfinite(loss) else "no eval yet")
+    held = f"best val loss {loss:.4f}" if math.isfinite(loss) else "no val loss for these weights yet"
+    return f"iter {iter_num}, {held}"
 
 
 def earlier_runs(out_dir):

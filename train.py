@@ -1216,7 +1216,7 @@ def train(config, ddp, given, stopper):
             wandb_run.finish()
         if not (eval_only or stop):
             if iter_num == start_iter and spent:
-                held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: "no eval yet"
+                held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: no val loss
                 say(f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}")
             elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""

@@ -110,13 +110,14 @@ def test_best_pt_preferred_unless_ckpt_given(out_dir, capsys):
 
 def test_a_checkpoint_from_before_the_first_eval_says_so(out_dir, capsys):
     """A ckpt.pt saved before the run's first eval (a stop at iter 3) holds train.py's starting best val
-    loss, inf, which is no loss at all: sample.py (and lens.py, through it) says "no eval yet", not "inf"."""
+    loss, inf, which is no loss at all: sample.py (and lens.py, through it) says there is none yet, not "inf".
+    The eval at a run's start does not count: it scored the initial weights, not these."""
     _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=1")
     assert "(iter 7, best val loss 4.2500)" in err
     ckpt = load_checkpoint(out_dir / "ckpt.pt")
     save_checkpoint({**ckpt, "iter_num": 3, "best_val_loss": float("inf")}, str(out_dir / "ckpt.pt"))
     _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=1")
-    assert "(iter 3, no eval yet)" in err and "inf" not in err, err
+    assert "(iter 3, no val loss for these weights yet)" in err and "inf" not in err, err
 
 
 def test_tokenizer_from_the_training_dataset(tmp_path, monkeypatch, capsys):

@@ -477,9 +477,9 @@ def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
             in capped.stdout), capped.stdout
 
 
-def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_no_eval_yet(tmp_path, data_dir):
+def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_it_has_no_val_loss(tmp_path, data_dir):
     """A run stopped between its first iteration and its second eval saved best_val_loss inf (the eval at its
-    first iteration is never saved): a resume with nothing to train says "no eval yet", not "best val loss inf"."""
+    first iteration is never saved): a resume with nothing to train says so, not "best val loss inf"."""
     out = tmp_path / "out"
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     ckpt = load_checkpoint(out / "ckpt.pt")
@@ -487,7 +487,7 @@ def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_no_eval_ye
     save_checkpoint({**ckpt, "best_val_loss": float("inf")}, str(out / "ckpt.pt"))
     result = run_train("--max_iters=2", "--init_from=resume", data=data_dir, out=out)
     assert result.returncode == 0, result.stderr
-    assert (f"done: nothing to train: the run in {out} ended at iter 2, no eval yet: it had already reached "
+    assert (f"done: nothing to train: the run in {out} ended at iter 2, no val loss for these weights yet: it had already reached "
             "max_iters=2; raise --max_iters to train on") in result.stdout.splitlines(), result.stdout
 
 
