@@ -155,15 +155,18 @@ def machine_info():
             "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
             "interop_threads": torch.get_num_interop_threads(),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            # how idle OpenMP threads wait (configurator.let_idle_threads_sleep): it moves small steps ~10%
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
             "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
 
 
 def machine_line(m):
     omp = f", OMP_NUM_THREADS={m['OMP_NUM_THREADS']}" if m["OMP_NUM_THREADS"] else ""
+    waits = ", ".join(f"{k}={m[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if m[k])
     gpu = f", GPU {m['cuda']}" if m["cuda"] else ""
     line = (f"machine: torch {m['torch']}, python {m['python']}, {m['cpu']}, {m['cpu_count']} CPUs, "
-            f"{m['threads']} threads (interop {m['interop_threads']}){omp}{gpu}")
+            f"{m['threads']} threads (interop {m['interop_threads']}){omp}{', ' + waits if waits else ''}{gpu}")
     if m["load_avg_1m"] is not None:
         line += f", load {m['load_avg_1m']:.1f} (1-min average)"
         if m["load_avg_1m"] > m["cpu_count"]:  # other work on the cores: figures come out low and noisy

@@ -36,6 +36,17 @@ def run_bench(tmp_path, *args, real=False):
     return json.loads(out.read_text()), p.stdout
 
 
+def test_machine_line_says_how_idle_threads_wait(monkeypatch):
+    """The OpenMP wait settings a run inherited move small steps by ~10%: the machine line names them."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    assert "OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=1000" in bench.machine_line(bench.machine_info())
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    line = bench.machine_line(bench.machine_info())
+    assert "OMP_WAIT_POLICY" not in line and "GOMP_SPINCOUNT" not in line, line
+
+
 def test_slope_is_the_log_log_exponent():
     xs = [128, 256, 512, 1024]
     assert bench.slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
