@@ -21,7 +21,8 @@ out_dir receives:
     loss.png    the loss curves and the gradient norm (if matplotlib is installed)
     previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files,
                 and the folders export.py wrote there (hf/), to previous/<when it last wrote>-iter<N>/, says so,
-                and sample.py reads that folder as before
+                and sample.py reads that folder as before; stopped before its first iteration, the new run puts
+                it back
 
 --init_from=resume continues the checkpoint's model: the model keys left unset take its values, and one set
 (in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
@@ -50,7 +51,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict
 
 if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
@@ -491,12 +492,12 @@ def keep_previous_run(out_dir):
     to out_dir/previous/<when it last wrote>-iter<N>/: a rename each, cheap at any size, and sample.py
     reads that folder as it read out_dir. Its Hugging Face exports (export.py's hf/, or any folder inside
     out_dir export.py wrote) go with it: left behind, --init_from=out_dir/hf would load the old model.
-    Returns a line saying so, or None if out_dir held no run.
+    Returns a line saying so and the folder it went to, or (None, None) if out_dir held no run.
     """
     path = lambda name: os.path.join(out_dir, name)
     if not (os.path.isfile(path("ckpt.pt")) or os.path.isfile(path("best.pt"))
             or (os.path.isfile(path("log.jsonl")) and os.path.getsize(path("log.jsonl")) > 0)):
-        return None
+        return None, None
     iter_num, best = run_summary(out_dir)
     files = [n for n in RUN_FILES if os.path.isfile(path(n))]
     exports = [n for n in sorted(os.listdir(out_dir)) if n != "previous" and is_export(path(n))]
@@ -512,7 +513,20 @@ def keep_previous_run(out_dir):
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
     sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) else ""
-    return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}"
+    return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}", dest
+
+
+def put_back_previous_run(out_dir, dest):
+    """
+    Undo keep_previous_run for a new run stopped before its first iteration: it has nothing of its own to
+    keep, so the earlier run comes back into out_dir as if the new one had never started (its files replace
+    the new run's empty log.jsonl and meta.json), and a resume finds it there.
+    """
+    for name in os.listdir(dest):
+        os.replace(os.path.join(dest, name), os.path.join(out_dir, name))
+    os.rmdir(dest)
+    with suppress(OSError):  # previous/ goes too if that run was all it held
+        os.rmdir(os.path.dirname(dest))
 
 
 def open_out_dir(out_dir, data_dir, meta, resume_iter):
@@ -520,7 +534,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     Make out_dir ready for a run: an earlier run there moves aside (unless this one resumes it, from
     resume_iter), meta.json comes from the dataset for sample.py (written from meta where the dataset has
     nanoGPT's meta.pkl instead), and log.jsonl opens with the records a
-    resume keeps (those before its iteration). Returns (the open log, keep_previous_run's line or None).
+    resume keeps (those before its iteration). Returns the open log and keep_previous_run's line and folder.
     """
     try:
         os.makedirs(out_dir or ".", exist_ok=True)
@@ -528,7 +542,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
             raise OSError("not writable" if out_dir else "empty name")
     except OSError as e:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
-    moved = keep_previous_run(out_dir) if resume_iter is None else None
+    moved, moved_to = keep_previous_run(out_dir) if resume_iter is None else (None, None)
     meta_out, meta_in = os.path.join(out_dir, "meta.json"), os.path.join(data_dir, "meta.json")
     if not os.path.isfile(meta_in):
         write_meta(out_dir, meta)
@@ -540,7 +554,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     for r in kept:
         log_file.write(json.dumps(r) + "\n")
     log_file.flush()
-    return log_file, moved
+    return log_file, moved, moved_to
 
 
 def human_time(seconds):
@@ -984,13 +998,20 @@ def train(config, ddp, given, stopper):
         """After a stop: ckpt.pt as it was after the last complete iteration, and say so. Before this run's first
         iteration, and under eval_only, there is nothing new to save: a resumed run leaves ckpt.pt and log.jsonl
         as they were, a new one no ckpt.pt and an empty log (its first eval's record would make the next run
-        take it for an earlier run to move aside). The stop's line has said so; a closed stdout's is said here."""
+        take it for an earlier run to move aside), and the earlier run it moved aside comes back. The stop's line
+        has said so; a closed stdout's is said here."""
+        nonlocal log_file, moved_to
         if eval_only or iter_num == start_iter:
             if log_file is not None:
                 log_file.seek(0)
                 log_file.truncate()
                 log_file.write(log_was)
                 log_file.flush()
+            if moved_to:  # its files replace this run's log: nothing more goes to it (nor into a loss.png)
+                log_file.close()
+                log_file = None
+                put_back_previous_run(out_dir, moved_to)
+                moved_to = None
             if stopper.signum == signal.SIGPIPE and master:
                 print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
             return
@@ -1004,12 +1025,13 @@ def train(config, ddp, given, stopper):
         say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
     # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
-    log_path, log_file, log_was = os.path.join(out_dir, "log.jsonl"), None, ""
+    log_path, log_file, log_was, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None
     if master and not eval_only:
         if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
             with open(log_path) as f:
                 log_was = f.read()
-        log_file, moved = open_out_dir(out_dir, data_dir, meta, iter_num if init_from == "resume" else None)
+        log_file, moved, moved_to = open_out_dir(out_dir, data_dir, meta,
+                                                 iter_num if init_from == "resume" else None)
         if moved:
             say(moved)
         if nanogpt:
@@ -1139,7 +1161,8 @@ def train(config, ddp, given, stopper):
     # for a run, and the next run would move it aside as one)
     stopper.armed = ("nothing to save (eval_only)" if eval_only else
                      f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
-                     if init_from == "resume" else "nothing trained yet, nothing saved")
+                     if init_from == "resume" else "nothing trained yet, nothing saved" +
+                     (f"; the earlier run goes back from {moved_to} into {out_dir}" if moved_to else ""))
     while True:
         if stop:
             save_on_stop()

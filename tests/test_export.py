@@ -215,7 +215,7 @@ def test_a_new_run_moves_the_earlier_runs_exports_with_it(tmp_path):
     (out / "notes").mkdir()  # not an export: a config.json alone
     (out / "notes" / "config.json").write_text("{}")
     exported = {p.name: p.read_bytes() for p in (out / "hf").iterdir()}
-    moved = train.keep_previous_run(str(out))  # what a new run does first
+    moved, _ = train.keep_previous_run(str(out))  # what a new run does first
     kept = next((out / "previous").iterdir())
     assert not (out / "hf").exists() and not (out / "my-gpt").exists()
     assert {p.name: p.read_bytes() for p in (kept / "hf").iterdir()} == exported

@@ -652,8 +652,8 @@ def test_a_moved_run_without_checkpoint_suggests_no_sample(tmp_path, data_dir):
     out = tmp_path / "out"
     out.mkdir()
     (out / "log.jsonl").write_text(json.dumps({"iter": 0, "val_loss": 2.5}) + "\n")
-    line = train.keep_previous_run(str(out))
-    assert "moved to" in line and "sample.py" not in line, line
+    line, dest = train.keep_previous_run(str(out))
+    assert "moved to" in line and "sample.py" not in line and dest in line, line
 
 
 def train_cmd(out, data, *args):
@@ -719,35 +719,42 @@ def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir
     model_from_checkpoint(ckpt)
 
 
-@pytest.mark.parametrize("resume, signum", [(False, signal.SIGINT), (True, signal.SIGTERM)])
-def test_stop_before_the_first_iteration_saves_nothing(resume, signum, tmp_path, data_dir):
+@pytest.mark.parametrize("case, signum", [("new", signal.SIGINT), ("resume", signal.SIGTERM),
+                                          ("over an earlier run", signal.SIGINT)])
+def test_stop_before_the_first_iteration_saves_nothing(case, signum, tmp_path, data_dir):
     """A stop during a new run's first eval, before any optimizer step, saved an untrained iter-0 ckpt.pt,
     which the next run then moved to previous/ as an earlier run. Now the one stop line says nothing is
     saved, the run exits 130 (143) within seconds and leaves no ckpt.pt, nor a log the next run would move
-    aside; a resumed run stopped so leaves its checkpoints and log as they were. The signal comes once the
-    first eval batch has said how long the run would take: inside the eval of ~10^6 batches, for sure."""
+    aside; a resumed run stopped so leaves its checkpoints and log as they were. A new run into an out_dir
+    that held a run (the resume forgotten, then Ctrl-C) puts that run back where it was: it had moved it to
+    previous/ and left a resume nothing to find. The signal comes once the first eval batch has said how
+    long the run would take: inside the eval of ~10^6 batches, for sure."""
     out = tmp_path / "out"
-    if resume:
+    if case != "new":
         assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
-        before = {name: digest(out / name) for name in ("ckpt.pt", "best.pt", "log.jsonl")}
+        before = {p.name: digest(p) for p in out.iterdir()}
     args = ["--eval_iters=1000000", "--max_iters=1000000"]
-    args += ["--init_from=resume", "--eval_interval=2"] if resume else []  # the first eval at iter 2
+    args += ["--init_from=resume", "--eval_interval=2"] if case == "resume" else []  # the first eval at iter 2
     proc, lines, reader = started = start(train_cmd(out, data_dir, *args))
     seconds, stderr = stop_after(started, "from the first eval batch", signum, delay=0)
     assert proc.returncode == 128 + signum, stderr
-    said = (f"nothing trained since {out}/ckpt.pt (iter 2), which stays as it was" if resume else
-            "nothing trained yet, nothing saved")
-    assert stderr.splitlines() == [f"{signum.name}: stopping; {said}"], stderr
+    said = {"new": "nothing trained yet, nothing saved",
+            "resume": f"nothing trained since {out}/ckpt.pt (iter 2), which stays as it was",
+            "over an earlier run": "nothing trained yet, nothing saved; the earlier run goes back from "
+                                   f"{out}/previous/"}[case]
+    assert len(stderr.splitlines()) == 1 and stderr.startswith(f"{signum.name}: stopping; {said}"), stderr
     assert seconds < 30 and not any("saved" in line for line in lines), lines
     # hours of work ahead are said up front, from the first eval batch, not after the first eval
     assert any(re.match(r"estimate: [\d,]+ iterations x [\d.]+ s \+ [\d,]+ evals x .*: about [\d.]+ (hours|days) to go "
                         r"on cpu, from the first eval batch", line) for line in lines), lines
-    if resume:
-        assert {name: digest(out / name) for name in before} == before
-    else:
+    if case == "new":
         assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "meta.json"]  # no ckpt.pt, no loss.png
         assert (out / "log.jsonl").read_text() == ""
-        assert train.keep_previous_run(str(out)) is None  # so the next run finds no earlier run to move aside
+        assert train.keep_previous_run(str(out)) == (None, None)  # so the next run finds no earlier run to move aside
+    else:  # every file as it was, and no previous/ left behind
+        assert {p.name: digest(p) for p in out.iterdir()} == before
+    if case == "over an earlier run":
+        assert run_train("--max_iters=3", "--init_from=resume", data=data_dir, out=out).returncode == 0
 
 
 def first_draw(micro_batches):
