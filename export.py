@@ -239,15 +239,22 @@ A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgp
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 model = AutoModelForCausalLM.from_pretrained("path/to/this/folder")
 tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")
-print(pipeline("text-generation", model="path/to/this/folder")("ROMEO:", max_new_tokens=100)[0]["generated_text"])
+# the prompt and the new tokens together fit the model's context of {config.block_size} tokens
+print(pipeline("text-generation", model="path/to/this/folder")("ROMEO:", max_new_tokens={card_tokens(config)})[0]["generated_text"])
 ```
 
-or with glassgpt: `python sample.py --init_from=path/to/this/folder`.
+or with glassgpt, which slides its window along past the context: `python sample.py --init_from=path/to/this/folder`.
 
 ## Share
 
 `hf upload <you>/{name} path/to/this/folder` (after `hf auth login`; an older huggingface_hub calls it `huggingface-cli`)
 """
+
+
+def card_tokens(config):
+    """The card's max_new_tokens: 100, or fewer where "ROMEO:" (at most 8 tokens) and they would overflow the
+    context. transformers' GPT-2 fails past its n_positions (its Arcee runs on, with other text than ours)."""
+    return max(1, min(100, config.block_size - 8))
 
 
 def model_name(path):

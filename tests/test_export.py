@@ -103,6 +103,11 @@ def test_char_model_exports_and_runs_in_transformers(tmp_path, capsys):
     from sizing import param_counts
     assert f"{param_counts(model.config)['total']:,}" in card and "250 iterations x 1,536 tokens" in card
     assert "1.7500" in card and "hf upload" in card  # huggingface_hub 2.4 has no huggingface-cli
+    # the card's code runs as written: it once asked for 100 new tokens, past the context (48), and crashed
+    code = re.search(r"```python\n(.*?)```", card, re.S).group(1).replace("path/to/this/folder", str(folder))
+    assert "max_new_tokens=40)" in code
+    exec(code, {})
+    assert capsys.readouterr().out.startswith("ROMEO:")
 
 
 def test_model_card_of_a_checkpoint_from_before_the_first_eval(tmp_path):
