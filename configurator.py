@@ -12,6 +12,7 @@ import difflib
 import glob
 import io
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -98,6 +99,18 @@ def _training_config(script, path, scope, key, default_out_dir):
         how = f"--out_dir={default_out_dir}, train.py's default folder, as {path} sets no out_dir"
     return ConfigError(f"{os.path.basename(script)} reads a trained run, not a training config ({path} sets {key}): "
                        f"pass {how}")
+
+
+def config_training_into(out_dir):
+    """The project's config/*.py that trains into out_dir (config/tiny_gpt2.py for out-tiny-gpt2), or None:
+    for the hint when a script that reads a run finds none there."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(root, "config", "*.py"))):
+        with open(path, encoding="utf-8") as f:
+            found = re.search(r"^out_dir\s*=\s*[\"']([^\"']+)[\"']", f.read(), re.M)
+        if found and os.path.abspath(found.group(1)) == os.path.abspath(out_dir):
+            return os.path.relpath(path, root)
+    return None
 
 
 def training_keys():

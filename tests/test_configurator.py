@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from configurator import ConfigError, config_keys, configure, resolve_device, run
+from configurator import ConfigError, config_keys, config_training_into, configure, resolve_device, run
 from conftest import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -554,3 +554,12 @@ def test_a_library_module_run_as_a_script_says_what_it_is_and_which_commands_use
     assert bad.returncode == 2 and bad.stdout == "", bad.stdout
     assert bad.stderr == (f"error: {module}.py is imported, not run: it takes no arguments (python {module}.py --help "
                           "says what it is)\n"), bad.stderr
+
+
+def test_the_config_that_trains_into_an_out_dir(tmp_path, monkeypatch):
+    """sample.py, lens.py and export.py, finding no run in out-tiny-gpt2, point at the config that trains
+    into it (config/tiny_gpt2.py), not at the main job's, whose run goes to out-tiny."""
+    monkeypatch.chdir(tmp_path)  # out_dir is relative to where the script runs, as the configs' are
+    assert config_training_into("out-tiny-gpt2") == os.path.join("config", "tiny_gpt2.py")
+    assert config_training_into("./out-tiny") == os.path.join("config", "tiny.py")
+    assert config_training_into("out-mine") is None

@@ -159,7 +159,8 @@ def bad_cases(out_dir):
     (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
     return {
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
-                            "expected a training run's folder there (its ckpt.pt or best.pt)"),
+                            "expected a training run's folder there (its ckpt.pt or best.pt); train a model into it "
+                            f"first (python train.py config/tiny.py --out_dir={out_dir / 'nope'})"),
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
         "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
