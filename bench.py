@@ -275,7 +275,8 @@ def bench_train(cfg):
     device = cfg["device"]
     if device.startswith("cpu"):
         keep_freed_memory()  # as train.py does
-    peak = measure_peak(cfg)  # in this run, in this dtype: MFU compares like with like
+    # in this run, in this dtype: MFU compares like with like; the peak's own repeats (train's 30 took a minute)
+    peak = measure_peak(dict(cfg, repeats=REPEATS["peak"][1 if cfg["quick"] else 0], warmup=1))
     config = model_config(cfg)
     B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]
     model = GPT(config).to(device)
@@ -908,13 +909,13 @@ def main(argv=None):
     machine = machine_info()
     plan = check(cfg)  # before any output: bad input is one line alone
     print(machine_line(machine))
+    if mode != "race":  # the race prints its own method
+        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up", flush=True)  # before the wait
     if mode == "race":
         result, lines = bench_race(cfg, plan)
     else:
         result, lines = {"peak": bench_peak, "train": bench_train, "sample": bench_sample,
                          "attention": bench_attention}[mode](cfg)
-    if mode != "race":  # the race prints its own method
-        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up")
     print("\n".join(lines))
     if cfg["json"]:
         report = {"mode": mode, "machine": machine, "settings": cfg, **result}
