@@ -12,7 +12,8 @@ many processes with DDP.
 
 out_dir receives:
     ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
-    best.pt     the state with the lowest val loss so far (of the evals after the start: not a fine-tune's starting model)
+    best.pt     the state with the lowest val loss so far, of the evals after the start (so never a fine-tune's
+                starting model)
     log.jsonl   one JSON object per line: every log_interval iterations
                 {"iter", "loss", "lr", "tokens_per_sec", "elapsed", "grad_norm"} (loss: the iteration's mean over
                 all micro-batches and processes; grad_norm: the gradient's global norm before clipping), and
