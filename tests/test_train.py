@@ -20,6 +20,7 @@ import torch
 
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from model import GPTConfig
 from configurator import config_keys, configure
 from conftest import run_script
 
@@ -886,6 +887,15 @@ def test_block_size_that_cannot_fit_is_refused_before_allocating(tmp_path):
     assert_one_line_error(result, 2, "block_size=100000 x batch_size=64 needs at least", "available",
                           "lower batch_size or block_size")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_small_models_state_is_stated_in_mib_with_its_optimizer(monkeypatch):
+    """The refusal's figures: a small Muon model's state was "0.0 GiB of weights, gradients and AdamW"."""
+    monkeypatch.setattr(train, "available_memory", lambda device_type: 2**20)  # 1 MiB: nothing fits
+    config = GPTConfig(n_layer=3, n_head=4, n_embd=128, block_size=64, vocab_size=65, bias=False)
+    with pytest.raises(train.ConfigError, match=r"MiB of activations \+ [1-9][\d.]* MiB of weights, gradients and "
+                                          r"Muon and AdamW; sizing.py\) but cpu has 1.0 MiB available"):
+        train.check_fits(config, 32, "cpu", optimizer="muon")
 
 
 def test_time_left_counts_iterations_and_evals():
