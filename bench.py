@@ -220,6 +220,12 @@ def measure_peak(cfg):
     return p
 
 
+def measure_peak_for_mfu(cfg):
+    """The peak another mode (train, race) divides by, in cfg's dtype: with the peak mode's own repeats,
+    not that mode's (train's 30 spent a minute on it)."""
+    return measure_peak(dict(cfg, repeats=REPEATS["peak"][1 if cfg["quick"] else 0], warmup=1))
+
+
 def peak_table(p):
     sizes = "  ".join(f"n={n}: {g:.1f}" for n, g in p["gflops_by_size"].items())
     line = f"{p['dtype']} torch.mm GFLOP/s  {sizes}  -> peak {p['peak_gflops']:.1f} GFLOP/s"
@@ -275,8 +281,7 @@ def bench_train(cfg):
     device = cfg["device"]
     if device.startswith("cpu"):
         keep_freed_memory()  # as train.py does
-    # in this run, in this dtype: MFU compares like with like; the peak's own repeats (train's 30 took a minute)
-    peak = measure_peak(dict(cfg, repeats=REPEATS["peak"][1 if cfg["quick"] else 0], warmup=1))
+    peak = measure_peak_for_mfu(cfg)  # in this run, in this dtype: MFU compares like with like
     config = model_config(cfg)
     B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]
     model = GPT(config).to(device)
@@ -731,7 +736,7 @@ def bench_race(cfg, plan):
     peaks = []
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
         for r in range(cfg["repeats"]):
-            peaks.append(measure_peak(dict(cfg, dtype="float32", repeats=5, warmup=1))["peak_gflops"])
+            peaks.append(measure_peak_for_mfu(dict(cfg, dtype="float32"))["peak_gflops"])
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
                   f"then glassgpt {' '.join(gg_args)} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
