@@ -441,12 +441,12 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
     need = (state + acts) * (processes if device_type == "cpu" else 1)
     have = available_memory(device_type) if device_type in ("cpu", "cuda") else None
     if have is not None and need > have:
-        gib = lambda n: f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"  # a small model's state
+        size = lambda n: f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"  # a small model's state
         each = f" x {processes} processes" if device_type == "cpu" and processes > 1 else ""
         opt = "Muon and AdamW" if optimizer == "muon" else "AdamW"
         raise ConfigError(f"block_size={model_config.block_size} x batch_size={batch_size} needs at least "
-                          f"{gib(need)} ({gib(acts)} of activations + {gib(state)} of weights, gradients and "
-                          f"{opt}{each}; sizing.py) but {device_type} has {gib(have)} available: "
+                          f"{size(need)} ({size(acts)} of activations + {size(state)} of weights, gradients and "
+                          f"{opt}{each}; sizing.py) but {device_type} has {size(have)} available: "
                           "lower batch_size or block_size")
 
 
