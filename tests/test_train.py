@@ -20,9 +20,9 @@ import torch
 
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-from model import GPTConfig
 from configurator import config_keys, configure
 from conftest import run_script
+from model import GPTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 16
@@ -488,8 +488,8 @@ def test_nothing_to_train_from_a_run_saved_before_its_first_eval_says_it_has_no_
     save_checkpoint({**ckpt, "best_val_loss": float("inf")}, str(out / "ckpt.pt"))
     result = run_train("--max_iters=2", "--init_from=resume", data=data_dir, out=out)
     assert result.returncode == 0, result.stderr
-    assert (f"done: nothing to train: the run in {out} ended at iter 2, no val loss for these weights yet: it had already reached "
-            "max_iters=2; raise --max_iters to train on") in result.stdout.splitlines(), result.stdout
+    assert (f"done: nothing to train: the run in {out} ended at iter 2, no val loss for these weights yet: it had "
+            "already reached max_iters=2; raise --max_iters to train on") in result.stdout.splitlines(), result.stdout
 
 
 def test_grad_norm_is_logged_before_clipping(tmp_path, data_dir):
@@ -751,7 +751,7 @@ def test_stop_before_the_first_iteration_saves_nothing(case, signum, tmp_path, d
     if case == "new":
         assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "meta.json"]  # no ckpt.pt, no loss.png
         assert (out / "log.jsonl").read_text() == ""
-        assert train.keep_previous_run(str(out)) == (None, None)  # so the next run finds no earlier run to move aside
+        assert train.keep_previous_run(str(out)) == (None, None)  # the next run finds no earlier run to move
     else:  # every file as it was, and no previous/ left behind
         assert {p.name: digest(p) for p in out.iterdir()} == before
     if case == "over an earlier run":
