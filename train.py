@@ -607,7 +607,7 @@ class Stopper:
 
     def __init__(self, master):
         self.master, self.signum, self.armed, self.saves, self.cut = master, None, "", False, False
-        self.quit, self.rescue = None, None  # exit code decided; the section's saver
+        self.quit, self.rescue, self.holding = None, None, False  # exit code decided; the section's saver
         self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
         signal.signal(signal.SIGINT, self.handle)
         signal.signal(signal.SIGTERM, self.handle)
@@ -642,6 +642,8 @@ class Stopper:
                                                  "quitting without saving"))
 
     def handle(self, signum, frame):
+        if self.holding:  # held: heard when the hold ends
+            return
         self.hear()
         if self.quit is not None:
             raise SystemExit(self.quit)
@@ -663,6 +665,18 @@ class Stopper:
                 if self.cut and self.rescue is not None:  # still inside the section: the main thread is not saving
                     self.rescue()
                     os._exit(128 + self.signum)
+
+    @contextmanager
+    def held(self):
+        """Signals wait while the body runs, then are heard as if they came at its end: for steps a stop must
+        not come between (a new run moving an earlier one aside, and arming a stop to put it back)."""
+        with self.lock:  # the watching thread waits on it too
+            self.holding = True
+            try:
+                yield
+            finally:
+                self.holding = False
+        self.handle(None, None)
 
     @contextmanager
     def interruptible(self, allowed=True, rescue=None):
@@ -1026,24 +1040,6 @@ def train(config, ddp, given, stopper):
         name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
         say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
-    # out_dir (rank 0): an earlier run there moves aside, then meta.json and log.jsonl; eval_only writes nothing
-    log_path, log_file, log_was, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None
-    if master and not eval_only:
-        if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
-            with open(log_path) as f:
-                log_was = f.read()
-        log_file, moved, moved_to = open_out_dir(out_dir, data_dir, meta,
-                                                 iter_num if init_from == "resume" else None)
-        if moved:
-            say(moved)
-        if nanogpt:
-            kept_as = os.path.join(out_dir, "ckpt_nanogpt.pt")
-            if not os.path.exists(kept_as):  # our ckpt.pt will replace nanoGPT's: keep nanoGPT's for nanoGPT
-                shutil.copyfile(os.path.join(out_dir, "ckpt.pt"), kept_as)
-            print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
-                  "data-order state, so training continues from its weights and optimizer but not exactly as "
-                  "the original run would have", file=sys.stderr)
-
     def log(record):
         if master:  # strict JSON: a diverged (nan, inf) value is written as null
             record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
@@ -1079,6 +1075,32 @@ def train(config, ddp, given, stopper):
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
         f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "
         f"{tokens_per_iter:,} tokens per iteration")
+
+    # out_dir (rank 0), last before training: an earlier run there moves aside, then meta.json and log.jsonl
+    # (eval_only writes nothing). From then until the first iteration a stop has nothing new to save (a new
+    # run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
+    # puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
+    log_path, log_file, log_was, moved, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None, None
+    with stopper.held():
+        if master and not eval_only:
+            if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
+                with open(log_path) as f:
+                    log_was = f.read()
+            log_file, moved, moved_to = open_out_dir(out_dir, data_dir, meta,
+                                                     iter_num if init_from == "resume" else None)
+        stopper.armed = ("nothing to save (eval_only)" if eval_only else
+                         f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
+                         if init_from == "resume" else "nothing trained yet, nothing saved" +
+                         (f"; the earlier run goes back from {moved_to} into {out_dir}" if moved_to else ""))
+    if moved:
+        say(moved)
+    if nanogpt and master and not eval_only:
+        kept_as = os.path.join(out_dir, "ckpt_nanogpt.pt")
+        if not os.path.exists(kept_as):  # our ckpt.pt will replace nanoGPT's: keep nanoGPT's for nanoGPT
+            shutil.copyfile(os.path.join(out_dir, "ckpt.pt"), kept_as)
+        print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
+              "data-order state, so training continues from its weights and optimizer but not exactly as "
+              "the original run would have", file=sys.stderr)
 
     def fail(message):
         bar.close()
@@ -1159,12 +1181,6 @@ def train(config, ddp, given, stopper):
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
     # while iterations are slow (the first, unmeasured, counts as slow)
     watch = accum > 1
-    # until the first iteration a stop has nothing new to save (a new run's untrained ckpt.pt would only pass
-    # for a run, and the next run would move it aside as one)
-    stopper.armed = ("nothing to save (eval_only)" if eval_only else
-                     f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
-                     if init_from == "resume" else "nothing trained yet, nothing saved" +
-                     (f"; the earlier run goes back from {moved_to} into {out_dir}" if moved_to else ""))
     while True:
         if stop:
             save_on_stop()

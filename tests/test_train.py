@@ -758,6 +758,41 @@ def test_stop_before_the_first_iteration_saves_nothing(case, signum, tmp_path, d
         assert run_train("--max_iters=3", "--init_from=resume", data=data_dir, out=out).returncode == 0
 
 
+# train.py with a SIGINT to itself in the middle of moving an earlier run aside (after its first file), and
+# time for Python's handler to run there
+MOVE_THEN_STOP = (
+    "import os, runpy, signal, sys, time\n"
+    "replace = os.replace\n"
+    "def replace_then_stop(src, dst):\n"
+    "    replace(src, dst)\n"
+    "    if os.sep + 'previous' + os.sep in dst and not replace_then_stop.sent:\n"
+    "        replace_then_stop.sent = True\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "        time.sleep(0.5)\n"
+    "replace_then_stop.sent = False\n"
+    "os.replace = replace_then_stop\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def test_stop_while_an_earlier_run_moves_aside_puts_it_back(tmp_path, data_dir):
+    """Ctrl-C while a new run moves the earlier run in out_dir to previous/ waits for the move to finish
+    and then puts that run back, as a stop before the first iteration does. (Before: Python's handler quit
+    mid-move, one file moved and the rest not; between the move and the loop, wandb's init among it, a
+    stop quit leaving the earlier run in previous/.)"""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    before = {p.name: digest(p) for p in out.iterdir()}
+    cmd = [sys.executable, "-c", MOVE_THEN_STOP, *train_cmd(out, data_dir, "--max_iters=4")[1:]]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr
+    said = result.stderr.splitlines()
+    assert len(said) == 1 and said[0].startswith("SIGINT: stopping; nothing trained yet, nothing saved; the earlier "
+                                                 f"run goes back from {out}/previous/"), said
+    assert {p.name: digest(p) for p in out.iterdir()} == before  # every file as it was, no previous/ left
+    assert not any("saved" in line for line in result.stdout.splitlines()), result.stdout
+
+
 def first_draw(micro_batches):
     """The data sampler's state after a run's first iteration drew its micro_batches windows of 4 (TINY)."""
     sampler = torch.Generator().manual_seed(1337)
