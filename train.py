@@ -594,7 +594,9 @@ class Stopper:
     saves and exits: inside an interruptible section (an eval, an iteration up to its optimizer step) the
     signal raises Interrupted at once; elsewhere, and under DDP (whose processes must agree when to stop),
     the loop checks it between eval batches, micro-batches and iterations. A second signal quits without
-    saving. Disarmed (armed = None) once all is saved: a signal just exits.
+    saving; the same signal again within ECHO seconds is the same stop, sent twice (GNU timeout signals the
+    command, then its process group; a launcher may forward what the process also got). Disarmed (armed =
+    None) once all is saved: a signal just exits.
 
     Python runs a handler only between operations, and one operation can take minutes (attention over
     100,000 tokens). So each signal is also written, in C, to a pipe that a thread watches: whichever of
@@ -603,11 +605,12 @@ class Stopper:
     section's rescue (the state of the last complete iteration, which such a section leaves untouched)
     and ends the process; a quit it ends at once.
     """
-    GRACE = 2.0
+    GRACE, ECHO = 2.0, 0.25
 
     def __init__(self, master):
         self.master, self.signum, self.armed, self.saves, self.cut = master, None, "", False, False
         self.quit, self.rescue, self.holding = None, None, False  # exit code decided; the section's saver
+        self.heard = 0.0  # when the stop was heard
         self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
         signal.signal(signal.SIGINT, self.handle)
         signal.signal(signal.SIGTERM, self.handle)
@@ -630,8 +633,10 @@ class Stopper:
                     if signal.getsignal(signum) != self.handle:  # not ours (--nproc's launcher forwards them)
                         continue
                     name = signal.Signals(signum).name
+                    if signum == self.signum and time.monotonic() - self.heard < self.ECHO:
+                        continue
                     if self.armed and self.signum is None:
-                        self.signum, stopped = signum, True
+                        self.signum, stopped, self.heard = signum, True, time.monotonic()
                         again = "Ctrl-C" if signum == signal.SIGINT else name  # kill's, timeout's: no Ctrl-C there
                         self.tell(f"{name}: stopping; {self.armed}" +
                                   (f" ({again} again quits without saving)" if self.saves else ""))
@@ -657,8 +662,12 @@ class Stopper:
             stopped = self.hear()
             if self.quit is None and not stopped:
                 continue
-            time.sleep(self.GRACE)  # the main thread's turn: it answers within this unless one operation holds it
-            self.hear()  # a second signal meanwhile quits without saving, as promised
+            # the main thread's turn: it answers within GRACE unless one operation holds it. Meanwhile each
+            # signal is heard as it comes (when, tells an echo from a second Ctrl-C, which quits as promised)
+            end = time.monotonic() + self.GRACE
+            while time.monotonic() < end:
+                if select.select([self.pipe], [], [], max(0.0, end - time.monotonic()))[0]:
+                    self.hear()
             if self.quit is not None:
                 os._exit(self.quit)
             with self.save_lock:

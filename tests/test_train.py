@@ -677,15 +677,19 @@ def wait_for(proc, lines, text, seconds=120):
         time.sleep(0.05)
 
 
-def stop_after(started, text, signum, delay=1.0, limit=60):
-    """Once a line of stdout holds text, wait delay and send signum: (seconds until the process exited,
-    its stderr). The stdout lines keep arriving in started's list until it ends."""
+def stop_after(started, text, signum, delay=1.0, limit=60, again_after=None):
+    """Once a line of stdout holds text, wait delay and send signum (and again again_after seconds later):
+    (seconds until the process exited, its stderr). The stdout lines keep arriving in started's list until
+    it ends."""
     proc, lines, reader = started
     try:
         wait_for(proc, lines, text)
         time.sleep(delay)
         sent = time.time()
         proc.send_signal(signum)
+        if again_after is not None:
+            time.sleep(again_after)
+            proc.send_signal(signum)
         try:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -877,6 +881,26 @@ def test_stop_inside_one_long_operation_is_heard_at_once_and_saves(where, tmp_pa
     model_from_checkpoint(ckpt)
 
 
+@pytest.mark.parametrize("where", ["between operations", "inside one long operation"])
+def test_a_stop_sent_twice_at_once_saves(where, tmp_path, data_dir):
+    """GNU timeout sends SIGTERM to the command and then to its process group: two, a moment apart. The
+    second was taken for "SIGTERM again" and the run quit without saving (1 run in ~19 under timeout; every
+    time with the two 20 ms apart). The same signal within Stopper.ECHO is now the same stop: saved, one line.
+    Iterations of 4,000 micro-batches are cut between operations; ONE_LONG_OP holds the eval at iter 1."""
+    out = tmp_path / "out"
+    cmd = (train_cmd(out, data_dir, "--gradient_accumulation_steps=4000", "--max_iters=10")
+           if where == "between operations" else
+           [sys.executable, "-c", ONE_LONG_OP, "eval", *train_cmd(out, data_dir, "--max_iters=10",
+                                                                  "--eval_interval=1")[1:]])
+    proc, lines, reader = started = start(cmd)
+    seconds, stderr = stop_after(started, "iter 0:", signal.SIGTERM, delay=0.5, again_after=0.02)
+    assert proc.returncode == 143 and seconds < 12, (seconds, stderr)
+    assert stderr.replace("long op\n", "") == (f"SIGTERM: stopping; saving {out}/ckpt.pt as it was after the last "
+                                               "complete iteration (SIGTERM again quits without saving)\n"), stderr
+    assert "SIGTERM at iter 1: saved" in "".join(lines), lines
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 1
+
+
 def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, data_dir):
     """Ctrl-C again, while one long call holds the main thread, quits at once without saving, as said
     (the long call is in the eval at iter 1: the first Ctrl-C would have saved iteration 0)."""
@@ -889,7 +913,7 @@ def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, da
         time.sleep(0.5)
         sent = time.time()
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        time.sleep(0.6)  # a second Ctrl-C, not the first one's echo (train.Stopper.ECHO)
         proc.send_signal(signal.SIGINT)
         stderr = proc.communicate(timeout=60)[1]
         seconds = time.time() - sent
