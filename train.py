@@ -160,9 +160,13 @@ def resolve(config):
                 "log_interval", "nproc", "muon_ns_steps"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
-    for key in ("max_iters", "max_seconds", "num_threads"):
-        if c[key] < 0:
+    for key in ("max_iters", "max_seconds", "num_threads", "warmup_iters", "lr_decay_iters", "learning_rate",
+                "min_lr", "muon_lr", "weight_decay", "muon_weight_decay", "grad_clip"):
+        if not c[key] >= 0:  # not "< 0": nan fails this too
             raise ConfigError(f"{key} must not be negative, got {c[key]}")
+    for key in ("beta1", "beta2", "muon_momentum"):  # decay rates: 1 would never forget
+        if not 0 <= c[key] < 1:
+            raise ConfigError(f"{key} must be in [0, 1), got {c[key]}")
     if c["optimizer"] == "muon" and not hasattr(torch.optim, "Muon"):  # torch.optim.Muon came in torch 2.9
         raise ConfigError(f"optimizer=muon needs torch >= 2.9 (torch.optim.Muon); this is torch {torch.__version__}: "
                           f"pip install -U 'torch>=2.9', or --optimizer=adamw")

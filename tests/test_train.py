@@ -98,6 +98,11 @@ def digest(path):
     (["--dtype=float16"], ["float16", "float32"]),  # on a CPU: ~10x slower, so refused
     (["--eval_only=true"], ["eval_only", "init_from=resume"]),  # a random model's loss is not what was meant
     (["--max_seconds=-1"], ["max_seconds", "negative"]),
+    # these reached the optimizers, whose ValueError was a traceback
+    (["--learning_rate=-1"], ["learning_rate", "negative"]),
+    (["--optimizer=muon", "--muon_lr=-1"], ["muon_lr", "negative"]),
+    (["--beta2=1.5"], ["beta2", "[0, 1)", "1.5"]),
+    (["--warmup_iters=-1"], ["warmup_iters", "negative"]),  # was taken in silence
     (["config/tiny.py", "n_layer=3"], ["config file n_layer=3", "(did you mean --n_layer=3?)"]),
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
