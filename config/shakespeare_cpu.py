@@ -12,7 +12,7 @@
 out_dir = "out-shakespeare-cpu"
 dataset = "shakespeare_char"
 eval_interval = 500
-eval_iters = 55  # 440 windows of 256: the whole val split, so the figure is not one slice of it
+eval_iters = 55  # 440 windows of 256: the canonical text's whole val split, so the figure is not one slice of it
 log_interval = 25
 
 gradient_accumulation_steps = 1
