@@ -344,7 +344,8 @@ def test_text_prepare_bad_input_is_one_line_error(tmp_path, make):
 
 
 @pytest.mark.parametrize("args, error", [
-    ([], "--input=PATH is required: a text file, or a folder of *.txt files"),
+    ([], "--input=PATH is required: a text file, or a folder of *.txt files "
+         f"(python {os.path.join('data', 'text', 'prepare.py')} --input=notes.txt)"),
     (["notes.txt"], "expected --key=value, got 'notes.txt'"),  # not run as a config file
     (["--input=IN", "--tokenizer=bpe"], "unknown tokenizer 'bpe': choose one of char, gpt2"),
     (["--input=IN", "--val_fraction", "2"], "val_fraction must be between 0 and 1, got 2.0"),

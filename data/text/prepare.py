@@ -59,7 +59,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = configure(DEFAULTS, spaced_values(argv, DEFAULTS), files=False)  # --input notes.txt: argparse's style
     if not cfg["input"]:
-        raise ConfigError("--input=PATH is required: a text file, or a folder of *.txt files")
+        # named from the repo root, as the README runs it: train.py --dataset=text runs this without arguments
+        script = os.path.join("data", os.path.basename(os.path.dirname(os.path.abspath(__file__))), "prepare.py")
+        raise ConfigError(f"--input=PATH is required: a text file, or a folder of *.txt files "
+                          f"(python {script} --input=notes.txt)")
     check_prepare(cfg["tokenizer"], cfg["val_fraction"])
     text, files = read_text(cfg["input"])
     source = cfg["input"] if len(files) == 1 else f"{len(files)} .txt files in {cfg['input']}"
