@@ -22,8 +22,8 @@ out_dir receives:
     loss.png    the loss curves and the gradient norm (if matplotlib is installed)
     previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files,
                 and the folders export.py wrote there (hf/), to previous/<when it last wrote>-iter<N>/, says so,
-                and sample.py reads that folder as before; stopped before its first iteration, the new run puts
-                it back
+                and sample.py reads that folder as before; ending having trained nothing (stopped before its
+                first iteration, max_iters=0), the new run puts it back
 
 --init_from=resume continues the checkpoint's model: the model keys left unset take its values, and one set
 (in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
@@ -1023,24 +1023,31 @@ def train(config, ddp, given, stopper):
         if left >= 3600:
             say(f"estimate: {line} on {device}, from the first eval batch")
 
+    def leave_as_found():
+        """A run that trained nothing (stopped before its first iteration, eval_only, max_iters=0) leaves
+        out_dir as it found it: a resumed run's log.jsonl as it was, a new run's empty (its eval's record
+        would make the next run take it for an earlier run to move aside), and the earlier run it moved
+        aside back. Returns whether that run came back."""
+        nonlocal log_file, moved_to
+        if log_file is not None:
+            log_file.seek(0)
+            log_file.truncate()
+            log_file.write(log_was)
+            log_file.flush()
+        if not moved_to:
+            return False
+        log_file.close()  # the earlier run's files replace this run's: nothing more goes to it (nor into a loss.png)
+        log_file = None
+        put_back_previous_run(out_dir, moved_to)
+        moved_to = None
+        return True
+
     def save_on_stop(before=None):
         """After a stop: ckpt.pt as it was after the last complete iteration, and say so. Before this run's first
-        iteration, and under eval_only, there is nothing new to save: a resumed run leaves ckpt.pt and log.jsonl
-        as they were, a new one no ckpt.pt and an empty log (its first eval's record would make the next run
-        take it for an earlier run to move aside), and the earlier run it moved aside comes back. The stop's line
-        has said so; a closed stdout's is said here."""
-        nonlocal log_file, moved_to
+        iteration, and under eval_only, there is nothing new to save, and out_dir is left as found. The stop's
+        line has said so; a closed stdout's is said here."""
         if eval_only or iter_num == start_iter:
-            if log_file is not None:
-                log_file.seek(0)
-                log_file.truncate()
-                log_file.write(log_was)
-                log_file.flush()
-            if moved_to:  # its files replace this run's log: nothing more goes to it (nor into a loss.png)
-                log_file.close()
-                log_file = None
-                put_back_previous_run(out_dir, moved_to)
-                moved_to = None
+            leave_as_found()
             if stopper.signum == signal.SIGPIPE and master:
                 print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
             return
@@ -1259,6 +1266,7 @@ def train(config, ddp, given, stopper):
                 say(f"estimate: {line} on {device}")
 
     bar.close()
+    came_back = not stop and iter_num == start_iter and leave_as_found()  # max_iters=0, or a run already ended
     stopper.armed = None  # all is saved
     if master and log_file is not None:
         log_file.close()
@@ -1276,8 +1284,9 @@ def train(config, ddp, given, stopper):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
                 say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved
+                back = f"; the earlier run is back in {out_dir}" if came_back else ""
                 say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
-                    "no checkpoint written")
+                    f"no checkpoint written{back}")
     return stopper.signum  # the signal this process was stopped by, if any
 
 

@@ -412,12 +412,24 @@ def test_without_matplotlib_the_run_says_once_how_to_get_the_plot(tmp_path, data
     assert not (out / "loss.png").exists() and (out / "ckpt.pt").exists()
 
 
-def test_max_iters_zero_says_what_happened(tmp_path, data_dir):
-    result = run_train("--max_iters=0", data=data_dir, out=tmp_path / "out")
+def test_max_iters_zero_says_what_happened_and_leaves_out_dir_as_found(tmp_path, data_dir):
+    """A run that trains nothing writes no checkpoint, and leaves nothing the next run would move aside as
+    an earlier run. Into an out_dir holding a run, it put that run in previous/ and left a log of iter 0
+    behind (a fresh user's trial); now the run comes back, and a resume of an ended run leaves its log."""
+    out = tmp_path / "out"
+    result = run_train("--max_iters=0", data=data_dir, out=out)
     assert result.returncode == 0, result.stderr
     last = result.stdout.strip().splitlines()[-1]
     assert last == "done: nothing to train (max_iters=0): evaluated at iter 0, no checkpoint written"
-    assert not (tmp_path / "out" / "ckpt.pt").exists()
+    assert not (out / "ckpt.pt").exists() and train.keep_previous_run(str(out)) == (None, None)
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    before = {p.name: digest(p) for p in out.iterdir()}
+    result = run_train("--max_iters=0", data=data_dir, out=out)
+    assert result.stdout.strip().splitlines()[-1].endswith(f"no checkpoint written; the earlier run is back in {out}")
+    assert {p.name: digest(p) for p in out.iterdir()} == before  # no previous/ either
+    result = run_train("--init_from=resume", "--max_iters=2", data=data_dir, out=out)
+    assert "done: nothing to train" in result.stdout, result.stdout
+    assert {p.name: digest(p) for p in out.iterdir()} == before
 
 
 def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, data_dir):
