@@ -41,6 +41,8 @@ run with exit code 1 and leaves the last good checkpoint alone. A run that canno
 before it starts. Long evals show progress, and a long run estimates its time from its first iterations.
 """
 
+import filecmp
+import itertools
 import json
 import math
 import os
@@ -561,6 +563,23 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
         log_file.write(json.dumps(r) + "\n")
     log_file.flush()
     return log_file, moved, moved_to
+
+
+def keep_nanogpt_checkpoint(out_dir):
+    """
+    out_dir's ckpt.pt is nanoGPT's and glassgpt's will replace it: copy it for nanoGPT's tools to
+    ckpt_nanogpt.pt, or ckpt_nanogpt.2.pt, ... where an earlier copy holds another of nanoGPT's checkpoints
+    (nanoGPT trained on after glassgpt did). Returns the copy's path, which may be an earlier identical one.
+    """
+    ckpt = os.path.join(out_dir, "ckpt.pt")
+    for k in itertools.count(1):
+        kept = os.path.join(out_dir, "ckpt_nanogpt.pt" if k == 1 else f"ckpt_nanogpt.{k}.pt")
+        if not os.path.exists(kept):
+            shutil.copyfile(ckpt, kept + ".tmp")
+            os.replace(kept + ".tmp", kept)  # whole or not at all, as every checkpoint here
+            return kept
+        if filecmp.cmp(ckpt, kept, shallow=False):  # kept by a run that stopped before replacing ckpt.pt
+            return kept
 
 
 def human_time(seconds):
@@ -1115,9 +1134,7 @@ def train(config, ddp, given, stopper):
     if moved:
         say(moved)
     if nanogpt and master and not eval_only:
-        kept_as = os.path.join(out_dir, "ckpt_nanogpt.pt")
-        if not os.path.exists(kept_as):  # our ckpt.pt will replace nanoGPT's: keep nanoGPT's for nanoGPT
-            shutil.copyfile(os.path.join(out_dir, "ckpt.pt"), kept_as)
+        kept_as = keep_nanogpt_checkpoint(out_dir)
         print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
               "data-order state, so training continues from its weights and optimizer but not exactly as "
               "the original run would have", file=sys.stderr)

@@ -108,16 +108,28 @@ def test_resume_a_nanogpt_run_warns_and_keeps_its_checkpoint(tmp_path):
     nanogpt_checkout(tmp_path, iter_num=40)
     out = tmp_path / "out-shakespeare-char"
     original = (out / "ckpt.pt").read_bytes()
-    result = run_script(
-        "train.py", "--init_from=resume", f"--out_dir={out}", f"--data_dir={tmp_path / 'data' / 'shakespeare_char'}",
-        "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1", "--max_iters=43", "--eval_interval=3",
-        "--eval_iters=2", "--bias=false", "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1")
+    again = ("train.py", "--init_from=resume", f"--out_dir={out}",
+             f"--data_dir={tmp_path / 'data' / 'shakespeare_char'}",
+             "--block_size=32", "--batch_size=4", "--gradient_accumulation_steps=1", "--eval_interval=3",
+             "--eval_iters=2", "--bias=false", "--device=cpu", "--dtype=float32", "--compile=false", "--num_threads=1",
+             "--max_iters=43")
+    result = run_script(*again)
     assert result.returncode == 0, result.stderr
     assert "nanoGPT's" in result.stderr and "not exactly" in result.stderr
     assert (out / "ckpt_nanogpt.pt").read_bytes() == original  # nanoGPT can still resume its own file
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 43 and not is_nanogpt(ckpt) and ckpt["model_args"]["activation"] == "gelu"
     assert tokenizer.read_meta(out)["itos"] == list(CHARS)  # meta.pkl written out as meta.json for sample.py
+    # nanoGPT trains on from glassgpt's checkpoint and saves its own; glassgpt resumes it again. The second
+    # copy went nowhere: the warning said "kept as ckpt_nanogpt.pt", which still held the first
+    nanogpt_checkout(tmp_path / "later", iter_num=50)
+    later = (tmp_path / "later" / "out-shakespeare-char" / "ckpt.pt").read_bytes()
+    (out / "ckpt.pt").write_bytes(later)
+    result = run_script(*again[:-1], "--max_iters=53")
+    assert result.returncode == 0, result.stderr
+    assert f"kept as {out / 'ckpt_nanogpt.2.pt'}" in result.stderr, result.stderr
+    assert (out / "ckpt_nanogpt.pt").read_bytes() == original
+    assert (out / "ckpt_nanogpt.2.pt").read_bytes() == later
 
 
 def hostile_pickle(marker):
