@@ -456,6 +456,19 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
                           "lower batch_size or block_size")
 
 
+def check_out_dir(out_dir):
+    """out_dir is a folder this process may write in, or one it may make (checked before the processes of a
+    DDP run connect: after, only rank 0 would know). Raises ConfigError."""
+    there = out_dir
+    while there and not os.path.exists(there):
+        there = os.path.dirname(there)
+    there = there or "."  # a relative out_dir, none of it made yet: the current folder
+    why = ("empty name" if not out_dir else f"{there} is not a folder" if not os.path.isdir(there) else
+           "not writable" if not os.access(there, os.W_OK | os.X_OK) else None)
+    if why:
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
+
+
 def preflight(config, given):
     """
     What can be checked before the processes connect and before anything big is allocated: the
@@ -463,6 +476,8 @@ def preflight(config, given):
     has yet to write it), and whether the run fits in memory. GPT-2's weights are checked once loaded
     (their shape is known only then).
     """
+    if not config["eval_only"]:
+        check_out_dir(config["out_dir"])
     if config["init_from"] == "resume":
         config = adopt_checkpoint_model(config, given)
     vocab = 1  # until prepare.py has written the data, the bound below leaves the logits out

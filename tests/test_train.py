@@ -285,10 +285,15 @@ def test_resume_with_another_process_count_warns_only_where_dropout_draws(tmp_pa
 
 
 def test_unusable_out_dir_is_one_line(tmp_path, data_dir):
+    """Also under DDP: found by rank 0 after the processes connected, it came with rank 1's ~30 lines of
+    gloo's 'Connection closed by peer'; now the launcher finds it before starting them."""
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    assert_one_line_error(run_train("--max_iters=1", data=data_dir, out=a_file), 2, "cannot use out_dir")
+    assert_one_line_error(run_train("--max_iters=1", data=data_dir, out=a_file), 2, "cannot use out_dir", "not a folder")
+    assert_one_line_error(run_train("--max_iters=1", data=data_dir, out=a_file / "run"), 2, "not a folder")
     assert_one_line_error(run_train("--max_iters=1", "--out_dir=", data=data_dir), 2, "cannot use out_dir")
+    result = run_script("train.py", f"--data_dir={data_dir}", f"--out_dir={a_file}", *TINY, "--nproc=2")
+    assert_one_line_error(result, 2, "cannot use out_dir", "not a folder")
 
 
 # ----------------------------------------------------------------------------- pieces, in process
