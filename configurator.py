@@ -379,6 +379,17 @@ def cpu_has_native_bf16():
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+def unwritable(folder):
+    """Why files cannot be written in folder (made first, with its parents, where missing); None if they can."""
+    there = folder
+    while there and not os.path.exists(there):
+        there = os.path.dirname(there)
+    there = there or "."  # a relative folder, none of it made yet: the current one
+    if not os.path.isdir(there):
+        return f"{there} is not a folder"
+    return None if os.access(there, os.W_OK | os.X_OK) else f"{there} is not writable"
+
+
 def resolve_device(device="auto", dtype="auto"):
     """
     (device, device type, dtype name) for this machine: device "auto" is cuda, then mps, then cpu;

@@ -33,7 +33,7 @@ if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line
 import torch
 
 from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
-from configurator import ConfigError, config_keys, configure, run
+from configurator import ConfigError, config_keys, configure, run, unwritable
 from sample import load_run
 from sizing import param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -322,6 +322,9 @@ def main(argv=None):
     path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")
     if os.path.exists(path):
         check_replaceable(path, cfg["out_dir"], cfg["overwrite"])
+    why = unwritable(os.path.dirname(os.path.abspath(path)))  # the new folder is made beside it, then renamed
+    if why:
+        raise ConfigError(f"cannot write {path}: {why}; choose another --folder")
     checkpoint, source, model, meta, _ = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     try:
         arch = architecture(model.config)

@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from checkpoint import check_init_from
-from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run
+from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run, unwritable
 from sample import encode_prompt, load_model, read_prompt
 from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
 
@@ -288,6 +288,7 @@ def plot_attention(att, tokens, path):
             ax.tick_params(length=0)
             ax.set_title(f"layer {layer} head {head}", fontsize=7)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -418,6 +419,7 @@ selectRow(); paint();
 def write_page(data, path):
     """One self-contained HTML file: the data as JSON inside its own script, no external resource."""
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" inside the script
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(PAGE % {"title": html_lib.escape(data["title"]), "data": blob})
 
@@ -431,6 +433,10 @@ def check(cfg):
     for key in ("stride", "batch_size", "top"):
         if cfg[key] < (0 if key == "stride" else 1):
             raise ConfigError(f"{key} must be {'>= 0' if key == 'stride' else 'at least 1'}, got {cfg[key]}")
+    for key in ("html", "png"):  # before the work, not after it
+        why = cfg[key] and not cfg["eval"] and unwritable(os.path.dirname(cfg[key]))
+        if why:
+            raise ConfigError(f"cannot write --{key}={cfg[key]}: {why}")
 
 
 def load(cfg):

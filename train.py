@@ -70,7 +70,7 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
-                          resolve_device, run, silence_stdout)
+                          resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes
 from tokenizer import find_meta, read_meta, write_meta
@@ -457,14 +457,9 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
 
 
 def check_out_dir(out_dir):
-    """out_dir is a folder this process may write in, or one it may make (checked before the processes of a
-    DDP run connect: after, only rank 0 would know). Raises ConfigError."""
-    there = out_dir
-    while there and not os.path.exists(there):
-        there = os.path.dirname(there)
-    there = there or "."  # a relative out_dir, none of it made yet: the current folder
-    why = ("empty name" if not out_dir else f"{there} is not a folder" if not os.path.isdir(there) else
-           "not writable" if not os.access(there, os.W_OK | os.X_OK) else None)
+    """out_dir can be written in (checked before the processes of a DDP run connect: after, only rank 0 would
+    know). Raises ConfigError."""
+    why = "empty name" if not out_dir else unwritable(out_dir)
     if why:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
 

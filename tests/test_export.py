@@ -196,6 +196,16 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "out" / "config.json").read_text() != "{}"
 
 
+def test_a_folder_it_cannot_write_is_one_line_before_the_work(tmp_path):
+    """A read-only out_dir ended in transformers' PermissionError traceback (a user's trial); a file where
+    the folder should be, the same way. Both are found before the model is read."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match=f"cannot write {tmp_path / 'file' / 'hf'}: {tmp_path / 'file'} is not "
+                                          "a folder; choose another --folder"):
+        export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'file' / 'hf'}"])
+
+
 def test_export_says_one_line_and_writes_files_as_the_umask_says(tmp_path):
     """The command prints only its own line (no transformers shard bar), and every file gets the mode a
     plain open() would give under the user's umask (safetensors' temp file was 0600)."""

@@ -317,6 +317,10 @@ def bad_cases(out_dir):
         "missing eval file": ([f"--out_dir={out_dir}", f"--eval={out_dir / 'nope.txt'}"], "cannot read"),
         "stride too long": ([f"--out_dir={out_dir}", f"--eval={out_dir / 'empty.txt'}", "--stride=65"], "stride 65"),
         "bad colour": ([f"--out_dir={out_dir}", "--color=sometimes"], "color must be"),
+        # found before the work: after it, it was a traceback
+        "page where it cannot go": ([f"--out_dir={out_dir}", f"--html={out_dir / 'empty.txt' / 'lens.html'}"],
+                                    f"cannot write --html={out_dir / 'empty.txt' / 'lens.html'}: "
+                                    f"{out_dir / 'empty.txt'} is not a folder"),
         "bad key": ([f"--out_dir={out_dir}", "--strat=x"], "did you mean start?"),
         "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not exist"),
     }
