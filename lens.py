@@ -443,9 +443,6 @@ def load(cfg):
     """sample.py's model and tokenizer, in eval mode on the chosen device."""
     dev, _, _ = resolve_device(cfg["device"], cfg["dtype"])
     model, meta, loaded = load_model(cfg)
-    if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(f"the tokenizer has {meta['vocab_size']} tokens but the model only "
-                          f"{model.config.vocab_size}: wrong meta.json for this checkpoint?")
     return model.eval().to(dev), meta, loaded
 
 

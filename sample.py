@@ -72,18 +72,23 @@ def load_model(cfg):
     if name == "resume":
         checkpoint, path, model, meta, meta_from = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
         summary = checkpoint_summary(checkpoint.get("iter_num", "?"), checkpoint.get("best_val_loss"))
-        return model, meta, f"loaded {path} ({summary}), tokenizer from {meta_from}"
-    try:
-        model = model_from_pretrained(name)
-    except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder
-        raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
-    except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
-        raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-    # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
-    found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
-    meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
-    arch = "GPT-2" if model.config.position != "rope" else "Arcee"  # the two architectures read back
-    return model, meta, f"loaded {arch} weights {name}, tokenizer from {meta_from}"
+        loaded = f"loaded {path} ({summary})"
+    else:
+        try:
+            model = model_from_pretrained(name)
+        except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder
+            raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
+        except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
+            raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
+        found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
+        meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
+        loaded = f"loaded {'GPT-2' if model.config.position != 'rope' else 'Arcee'} weights {name}"
+    if meta["vocab_size"] > model.config.vocab_size:  # another dataset's (a run copied away from its data/)
+        raise ConfigError(f"the tokenizer from {meta_from} has {meta['vocab_size']} tokens but the model only "
+                          f"{model.config.vocab_size}: not this model's; name its meta.json (or nanoGPT's "
+                          "meta.pkl) with --meta=PATH")
+    return model, meta, f"{loaded}, tokenizer from {meta_from}"
 
 
 def load_run(folder, ckpt="", meta=""):
@@ -185,9 +190,6 @@ def main(argv=None):
 
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg)
-    if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(f"the tokenizer has {meta['vocab_size']} tokens but the model only "
-                          f"{model.config.vocab_size}: wrong meta.json for this checkpoint?")
     model.eval().to(dev)
     ids = encode_prompt(text, meta)
     log(loaded)  # only now: a bad input leaves just its one error line on stderr

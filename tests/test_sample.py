@@ -157,6 +157,8 @@ def bad_cases(out_dir):
     (out_dir / "empty_prompt.txt").write_text("")
     (out_dir / "zero").mkdir()
     (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
+    (out_dir / "other").mkdir()  # another dataset's tokenizer, with more characters than the model has
+    tokenizer.write_meta(out_dir / "other", dict(tokenizer.char_meta(VOCAB + "0123456789"), dtype="uint16"))
     return {
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
                             "expected a training run's folder there (its ckpt.pt or best.pt); train a model into it "
@@ -171,6 +173,10 @@ def bad_cases(out_dir):
         # the prompt is read before any model is loaded: no wait for GPT-2's weights to find a typo
         "missing prompt file, gpt2": (["--init_from=gpt2", f"--start=FILE:{out_dir / 'nope.txt'}"], "cannot read prompt file"),
         "zero-byte checkpoint": ([f"--out_dir={out_dir / 'zero'}"], "cannot read checkpoint"),
+        "another model's tokenizer": ([f"--out_dir={out_dir}", f"--meta={out_dir / 'other' / 'meta.json'}"],
+                                      f"the tokenizer from {out_dir / 'other' / 'meta.json'} has {len(VOCAB) + 10} "
+                                      f"tokens but the model only {len(VOCAB)}: not this model's; name its meta.json "
+                                      "(or nanoGPT's meta.pkl) with --meta=PATH"),
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
         "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
         "bad init_from": (["--init_from=llama"], "init_from folder llama does not exist; init_from takes resume, gpt2"),
