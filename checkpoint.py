@@ -43,19 +43,22 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError. mmap=True maps
     the tensors instead of reading them: a glance at model_args or iter_num costs nothing, whatever the size.
     """
+    folder = os.path.dirname(path)
+    sibling = {"ckpt.pt": "best.pt", "best.pt": "ckpt.pt"}.get(os.path.basename(path), "")
+    sibling = os.path.join(folder, sibling) if sibling and os.path.isfile(os.path.join(folder, sibling)) else ""
+    also = f"; {sibling} is there" if sibling else ""  # the run's other checkpoint may serve
     if not os.path.isfile(path):
-        folder = os.path.dirname(path)
         # out_dir holds no run: say where its last one went
         earlier = [] if holds_checkpoint(folder) else earlier_runs(folder)
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
-                                                         f"pass --out_dir={earlier[-1]})" if earlier else ""))
+                                                         f"pass --out_dir={earlier[-1]})" if earlier else "") + also)
     try:
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
-                          f"({type(e).__name__})") from None
+                          f"({type(e).__name__}){also}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt

@@ -407,7 +407,8 @@ def check_same_tokenizer(folder, data_dir, meta, key):
     if os.path.isfile(os.path.join(folder, "meta.json")):
         was = read_meta(folder)
         if any(was.get(k) != meta.get(k) for k in ("tokenizer", "vocab_size", "itos")):
-            raise ConfigError(f"{key}: {data_dir}/meta.json ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
+            source = (find_meta(data_dir) or (None, data_dir))[1]  # meta.json, or nanoGPT's meta.pkl
+            raise ConfigError(f"{key}: {source} ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
                               f"is not the tokenizer this model was trained with ({folder}/meta.json: "
                               f"{was['tokenizer']}, vocab {was['vocab_size']})")
 

@@ -6,6 +6,7 @@ its outputs, exact resume, crash-safe checkpoints, signals, divergence, and DDP 
 import hashlib
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -157,6 +158,12 @@ def test_resume_errors(tmp_path, data_dir):
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "block_size=16", "32")
     (out / "ckpt.pt").write_bytes(b"")  # a zero-byte file: torch's error has no message at all
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "cannot read checkpoint")
+    (out / "best.pt").write_bytes(b"")  # the run's other checkpoint is named, should it serve instead
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2, "cannot read checkpoint",
+                          f"; {out / 'best.pt'} is there")
+    (out / "ckpt.pt").unlink()
+    assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=out), 2,
+                          f"no checkpoint at {out / 'ckpt.pt'}; {out / 'best.pt'} is there")
 
 
 def test_resume_refuses_another_tokenizer(tmp_path, data_dir):
@@ -168,8 +175,14 @@ def test_resume_refuses_another_tokenizer(tmp_path, data_dir):
     (data_dir / "meta.json").write_text(json.dumps(meta))
     before = (out / "meta.json").read_text()
     assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", data=data_dir, out=out), 2,
-                          "not the tokenizer this model was trained with")
+                          f"resume: {data_dir / 'meta.json'} (char", "not the tokenizer this model was trained with")
     assert (out / "meta.json").read_text() == before  # the model's own tokenizer is left alone
+    (data_dir / "meta.json").unlink()  # nanoGPT's dataset: the error named a meta.json that was not there
+    with open(data_dir / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(meta["itos"]), "itos": dict(enumerate(meta["itos"])),
+                     "stoi": {c: i for i, c in enumerate(meta["itos"])}}, f)
+    assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", data=data_dir, out=out), 2,
+                          f"resume: {data_dir / 'meta.pkl'} (char", "not the tokenizer this model was trained with")
 
 
 def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
