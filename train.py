@@ -11,7 +11,8 @@ many processes with DDP.
     torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py       # or many machines: torchrun
 
 out_dir receives:
-    ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C), enough to resume exactly
+    ckpt.pt     the latest state (at each eval, at the end, on Ctrl-C; with always_save_checkpoint=False
+                only at evals that improve val, and on Ctrl-C), enough to resume exactly
     best.pt     the state with the lowest val loss so far, of the evals after the start (so never a fine-tune's
                 starting model)
     log.jsonl   one JSON object per line: every log_interval iterations
@@ -1003,6 +1004,8 @@ def train(config, ddp, given, stopper):
             write_state(names, before)
 
     def write_state(names, before):
+        nonlocal ckpt_iter
+        ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter
         states = [before[1] if before else rng_state(device_type)]
         if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly
             states = [None] * world_size
@@ -1218,6 +1221,7 @@ def train(config, ddp, given, stopper):
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
     start_iter, stop, opt_seconds = iter_num, False, 0.0
+    ckpt_iter = iter_num if init_from == "resume" else None  # the iteration out_dir/ckpt.pt holds
     spent = None  # a resume of a run that had already ended: why nothing trains, and how to train on
     if init_from == "resume" and iter_num >= max_iters:
         spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
@@ -1310,7 +1314,11 @@ def train(config, ddp, given, stopper):
                 say(f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}")
             elif iter_num > start_iter or math.isfinite(best_val_loss):
                 budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
-                say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
+                behind = ("" if ckpt_iter == iter_num else  # always_save_checkpoint=False, as nanoGPT's
+                          f"; ckpt.pt is at iter {ckpt_iter}, the last eval that improved val "
+                          "(always_save_checkpoint=False saves only then)")
+                say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}"
+                    + behind)
             else:  # max_iters=0: evaluated, nothing trained, so nothing saved
                 back = f"; the earlier run is back in {out_dir}" if came_back else ""
                 say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "

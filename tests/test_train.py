@@ -450,6 +450,21 @@ def test_max_iters_zero_says_what_happened_and_leaves_out_dir_as_found(tmp_path,
     assert {p.name: digest(p) for p in out.iterdir()} == before
 
 
+def test_done_line_says_when_ckpt_pt_is_behind(tmp_path, data_dir):
+    """always_save_checkpoint=False (nanoGPT's shakespeare config) writes ckpt.pt only when val improves:
+    a resume whose evals never beat the best ended with "checkpoints in out" and ckpt.pt at the start."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=4", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    result = run_train("--init_from=resume", "--max_iters=8", "--eval_interval=2", "--always_save_checkpoint=False",
+                       "--learning_rate=0", "--min_lr=0", data=data_dir, out=out)  # no step changes the model
+    assert result.stdout.strip().splitlines()[-1].endswith(
+        f"checkpoints in {out}; ckpt.pt is at iter 4, the last eval that improved val "
+        "(always_save_checkpoint=False saves only then)"), result.stdout
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
+    result = run_train("--init_from=resume", "--max_iters=10", "--eval_interval=2", data=data_dir, out=out)
+    assert result.stdout.strip().splitlines()[-1].endswith(f"checkpoints in {out}"), result.stdout
+
+
 def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, data_dir):
     """nanoGPT's non-embedding count leaves out the learned position table (and an untied wte): with rope and
     a tied head there is nothing to leave out, and the line says why rather than printing one number twice."""
