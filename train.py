@@ -181,8 +181,10 @@ def resolve(config):
                           "or --init_from=gpt2")
     world_size = int(os.environ.get("WORLD_SIZE", c["nproc"]))  # set by torchrun: checked before the processes connect
     if c["gradient_accumulation_steps"] % world_size:
-        raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be divisible by "
-                          f"the number of processes ({world_size})")
+        steps = c["gradient_accumulation_steps"]
+        raise ConfigError(f"gradient_accumulation_steps={steps} must be divisible by the number of processes "
+                          f"({world_size}): e.g. --gradient_accumulation_steps={-(-steps // world_size) * world_size}, "
+                          "with batch_size lowered to keep the tokens per iteration")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
     c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])

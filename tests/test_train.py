@@ -101,6 +101,8 @@ def digest(path):
     (["--max_seconds=-1"], ["max_seconds", "negative"]),
     # these reached the optimizers, whose ValueError was a traceback
     (["--learning_rate=-1"], ["learning_rate", "negative"]),
+    (["--nproc=2", "--gradient_accumulation_steps=3"], ["divisible by the number of processes (2)",
+                                                        "e.g. --gradient_accumulation_steps=4"]),
     (["--optimizer=muon", "--muon_lr=-1"], ["muon_lr", "negative"]),
     (["--beta2=1.5"], ["beta2", "[0, 1)", "1.5"]),
     (["--warmup_iters=-1"], ["warmup_iters", "negative"]),  # was taken in silence
