@@ -204,7 +204,9 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
-    params = f"{counts['total']:,} ({counts['non_embedding']:,} non-embedding), counted by glassgpt's sizing.py"
+    split = (f"{counts['non_embedding']:,} non-embedding" if counts["non_embedding"] != counts["total"] else
+             "all non-embedding as nanoGPT counts: no learned position table, and the head tied to wte")
+    params = f"{counts['total']:,} ({split}), counted by glassgpt's sizing.py"
     if arch == "gpt2" and not config.bias:
         params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
                    "reads back as none)")

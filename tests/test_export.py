@@ -29,6 +29,7 @@ from checkpoint import model_from_pretrained, save_checkpoint  # noqa: E402
 from configurator import ConfigError  # noqa: E402
 from conftest import run_script  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
+from sizing import param_counts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TIKTOKEN = ROOT.parent / "shared" / "data" / "tiktoken"
@@ -100,7 +101,6 @@ def test_char_model_exports_and_runs_in_transformers(tmp_path, capsys):
     assert "lm_head.weight" not in stored and "transformer.wte.weight" in stored  # the tied head once
     assert torch.equal(stored["transformer.h.0.mlp.c_fc.bias"], torch.zeros(4 * 32))
     card = (folder / "README.md").read_text()
-    from sizing import param_counts
     assert f"{param_counts(model.config)['total']:,}" in card and "250 iterations x 1,536 tokens" in card
     assert "1.7500" in card and "hf upload" in card  # huggingface_hub 2.4 has no huggingface-cli
     # the card's code runs as written: it once asked for 100 new tokens, past the context (48), and crashed
@@ -117,6 +117,12 @@ def test_model_card_of_a_checkpoint_from_before_the_first_eval(tmp_path):
     card = export.model_card("x", {**ckpt, "best_val_loss": float("inf")}, GPTConfig(**ckpt["model_args"]),
                              tokenizer.char_meta(CHARS), "ckpt.pt")
     assert "Validation loss: none yet (saved before the run's first eval)" in card and "inf" not in card
+    # rope and a tied head: the two counts agree, and the card says why rather than one number twice
+    config = GPTConfig(**{**ckpt["model_args"], "position": "rope", "norm": "rmsnorm"})
+    card = export.model_card("x", ckpt, config, tokenizer.char_meta(CHARS), "ckpt.pt")
+    total = f"{param_counts(config)['total']:,}"
+    assert (f"{total} (all non-embedding as nanoGPT counts: no learned position table, and the head tied to wte)"
+            in card and f"({total} non-embedding)" not in card), card
 
 
 @pytest.mark.parametrize("switches", [
