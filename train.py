@@ -558,12 +558,10 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     nanoGPT's meta.pkl instead), and log.jsonl opens with the records a
     resume keeps (those before its iteration). Returns the open log and keep_previous_run's line and folder.
     """
-    try:
-        os.makedirs(out_dir or ".", exist_ok=True)
-        if not out_dir or not os.access(out_dir, os.W_OK):
-            raise OSError("not writable" if out_dir else "empty name")
+    try:  # preflight's check_out_dir found it writable; a folder on its path may have gone since
+        os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"cannot use out_dir={out_dir!r}: {getattr(e, 'strerror', None) or e}") from None
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
     moved, moved_to = keep_previous_run(out_dir) if resume_iter is None else (None, None)
     meta_out, meta_in = os.path.join(out_dir, "meta.json"), os.path.join(data_dir, "meta.json")
     if not os.path.isfile(meta_in):
