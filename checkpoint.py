@@ -38,27 +38,32 @@ def save_checkpoint(obj, path):
             os.remove(tmp)
 
 
+def other_checkpoint(path):
+    """For an error about a run's ckpt.pt (best.pt): "; <the other one> is there" if it is, which may serve."""
+    name = {"ckpt.pt": "best.pt", "best.pt": "ckpt.pt"}.get(os.path.basename(path))
+    other = os.path.join(os.path.dirname(path), name) if name else ""
+    return f"; {other} is there" if other and os.path.isfile(other) else ""
+
+
 def load_checkpoint(path, map_location="cpu", mmap=False):
     """
     The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError. mmap=True maps
     the tensors instead of reading them: a glance at model_args or iter_num costs nothing, whatever the size.
     """
-    folder = os.path.dirname(path)
-    sibling = {"ckpt.pt": "best.pt", "best.pt": "ckpt.pt"}.get(os.path.basename(path), "")
-    sibling = os.path.join(folder, sibling) if sibling and os.path.isfile(os.path.join(folder, sibling)) else ""
-    also = f"; {sibling} is there" if sibling else ""  # the run's other checkpoint may serve
     if not os.path.isfile(path):
+        folder = os.path.dirname(path)
         # out_dir holds no run: say where its last one went
         earlier = [] if holds_checkpoint(folder) else earlier_runs(folder)
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
-                                                         f"pass --out_dir={earlier[-1]})" if earlier else "") + also)
+                                                         f"pass --out_dir={earlier[-1]})" if earlier else "")
+                          + other_checkpoint(path))
     try:
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
-                          f"({type(e).__name__}){also}") from None
+                          f"({type(e).__name__}){other_checkpoint(path)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt
