@@ -26,6 +26,7 @@ PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 
 
 def save_checkpoint(obj, path):
     """Write to a temporary file beside path, then rename over it: a crash mid-save leaves the old file."""
+    remove_dead_temps(path)
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
@@ -36,6 +37,26 @@ def save_checkpoint(obj, path):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def remove_dead_temps(path):
+    """A save killed mid-write (SIGKILL, a crash) leaves path.tmp.<pid>: remove those whose process is gone."""
+    if os.name != "posix":  # os.kill(pid, 0) asks "alive?" on POSIX only; on Windows it would end the process
+        return
+    folder, prefix = os.path.dirname(path) or ".", os.path.basename(path) + ".tmp."
+    for name in os.listdir(folder):
+        pid = name[len(prefix):]
+        if not (name.startswith(prefix) and pid.isdigit()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # dead: its half-written file is no one's
+            try:
+                os.remove(os.path.join(folder, name))
+            except OSError:
+                pass
+        except (OSError, OverflowError):  # alive under another user, or not a pid at all: leave it
+            pass
 
 
 def other_checkpoint(path):

@@ -643,6 +643,13 @@ def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
     assert len(leftovers) == 1 and 0 < leftovers[0].stat().st_size < (out / "ckpt.pt").stat().st_size
     assert digest(out / "ckpt.pt") == before
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 3
+    # the next save clears the dead process's half file, and only that: a live writer's stays
+    live = out / f"ckpt.pt.tmp.{os.getppid()}"  # not this pid: run_train saves from this process
+    live.write_bytes(b"in progress")
+    resumed = run_train("--max_iters=6", "--eval_interval=3", "--init_from=resume", data=data_dir, out=out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(out.glob("ckpt.pt.tmp.*")) == [live]
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
