@@ -364,17 +364,19 @@ def compiled_or_eager(model, x, y, ctx, device_type):
         set_rng_state(state, device_type)
 
 
-def check_model_keys(config, given, model_args, source, free=(), other=""):
+def check_model_keys(config, given, model_args, source, free=(), other="", more=()):
     """
     A model key set in a config file or on the command line (given) must match the model being loaded:
     a checkpoint trained with 4 layers does not become 6 because --n_layer=6 was asked for. One line
-    names every clash, and how to use the model's values (other: the alternative, if any); keys in free may
-    differ (dropout, say, changes no weights).
+    names every clash (and the caller's more), and how to use the model's values (other: the alternative,
+    if any); keys in free may differ (dropout, say, changes no weights).
     """
     keys = [k for k in MODEL_KEYS if k in given and k not in free and k in model_args and config[k] != model_args[k]]
     if not keys:
+        if more:
+            raise ConfigError("; ".join(more))
         return
-    clashes = "; ".join(f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in keys)
+    clashes = "; ".join([*more, *(f"{k}={config[k]} ({given[k]}) but {source} has {k}={model_args[k]}" for k in keys)])
     # a key set in a config file cannot be left out without editing the file: the command line overrides it
     in_files = [f"--{k}={model_args[k]}" for k in keys if given[k] != "on the command line"]
     hint = "leave the key out to use the model's value" if not in_files else \
@@ -891,10 +893,11 @@ def train(config, ddp, given, stopper):
         else:
             raw_model = model_from_pretrained(init_from, dropout=dropout)
             check_same_tokenizer(init_from, data_dir, meta, "init_from")  # a folder export.py wrote has meta.json
-            if block_size > raw_model.config.block_size:
-                raise ConfigError(f"block_size={block_size} is longer than {init_from}'s {raw_model.config.block_size}")
+            longest = raw_model.config.block_size  # shorter windows are fine: crop_block_size below
+            check_model_keys(config, given, asdict(raw_model.config), init_from, free=("block_size",),
+                             more=[f"block_size={block_size} is longer than {init_from}'s {longest}"]
+                             if block_size > longest else [])
             raw_model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
-            check_model_keys(config, given, asdict(raw_model.config), init_from, free=("block_size",))
             check_fits(raw_model.config, batch_size, device_type, int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
                        config["optimizer"])
     except ConfigError:

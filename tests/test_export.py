@@ -371,6 +371,22 @@ def test_train_from_an_exported_folder(tmp_path, switches):
     assert first["iter"] == 0 and abs(first["val_loss"] - expect) < 1e-5
 
 
+def test_train_names_every_clash_with_a_folder_in_one_line(tmp_path):
+    """A window longer than the folder's model and a model key it does not have: both in the one error."""
+    meta = tokenizer.char_meta(CHARS)
+    write_run(tmp_path / "run", meta, bias=False)
+    export.main([f"--out_dir={tmp_path / 'run'}"])
+    tokenizer.write_dataset(tmp_path / "data", [i % 65 for i in range(3000)], [i % 7 for i in range(500)], meta)
+    folder = tmp_path / "run" / "hf"
+    result = run_script("train.py", f"--init_from={folder}", f"--data_dir={tmp_path / 'data'}",
+                        f"--out_dir={tmp_path / 'tuned'}", "--block_size=96", "--n_head=4", "--max_iters=2",
+                        "--device=cpu", "--compile=false")
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert f"block_size=96 is longer than {folder}'s 48; n_head=4 (on the command line) but {folder} has n_head=2" \
+        in result.stderr
+    assert not (tmp_path / "tuned").exists()
+
+
 def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     """The folder's meta.json is the model's char vocabulary: a dataset whose ids mean other characters is refused."""
     meta = tokenizer.char_meta(CHARS)
