@@ -24,7 +24,8 @@ out_dir receives:
     previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files,
                 and the folders export.py wrote there (hf/), to previous/<when it last wrote>-iter<N>/, says so,
                 and sample.py reads that folder as before; ending having trained nothing (stopped before its
-                first iteration, max_iters=0), the new run puts it back
+                first iteration, max_iters=0), the new run puts it back. While one run trains into out_dir,
+                a second one there is refused (an flock on the folder, where the filesystem has one)
 
 --init_from=resume continues the checkpoint's model: the model keys left unset take its values, and one set
 (in a config file or on the command line) to another value is an error. --eval_only=true evaluates a model
@@ -57,6 +58,11 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict
+
+try:
+    import fcntl  # POSIX: out_dir's lock
+except ImportError:
+    fcntl = None
 
 if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
     from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
@@ -564,6 +570,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
+    lock_out_dir(out_dir)
     moved, moved_to = keep_previous_run(out_dir) if resume_iter is None else (None, None)
     meta_out, meta_in = os.path.join(out_dir, "meta.json"), os.path.join(data_dir, "meta.json")
     if not os.path.isfile(meta_in):
@@ -577,6 +584,36 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
         log_file.write(json.dumps(r) + "\n")
     log_file.flush()
     return log_file, moved, moved_to
+
+
+OUT_DIR_LOCKS = []  # the open folders this process holds locked (one per run; main lets them go at its end)
+
+
+def lock_out_dir(out_dir):
+    """
+    One run at a time writes to out_dir: a second, started while the first trains, would move the first's
+    files aside under it, then overwrite what it saves. The lock is on the folder itself (no file to leave
+    behind) and goes with the process, however it ends. Where there is no flock (Windows, some network
+    filesystems) runs go unlocked, as before.
+    """
+    if fcntl is None:
+        return
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"another train.py is writing to out_dir={out_dir} now: let it end (or stop it), "
+                          "or pass another --out_dir") from None
+    except OSError:
+        os.close(fd)
+        return
+    OUT_DIR_LOCKS.append(fd)
+
+
+def unlock_out_dirs():
+    while OUT_DIR_LOCKS:
+        os.close(OUT_DIR_LOCKS.pop())  # closing the folder's descriptor lets its lock go
 
 
 def keep_nanogpt_checkpoint(out_dir):
@@ -831,6 +868,7 @@ def main():
         if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
             dist.barrier()
     finally:
+        unlock_out_dirs()
         if ddp:
             dist.destroy_process_group()
     code = 128 + signum if signum else 0

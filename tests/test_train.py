@@ -618,6 +618,39 @@ def test_muon_lr_follows_the_schedule_at_its_own_peak(tmp_path, data_dir):
     assert muon_group["lr"] == pytest.approx(adamw_group["lr"] * 0.05 / 1e-2)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="out_dir's lock is an flock: POSIX only")
+def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
+    """While a run trains into out_dir, a second run there (new or resumed) is one line, and touches
+    nothing: the live run's files stay, and it goes on to save. Once it has ended, out_dir is free."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=2", "--lr_decay_iters=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "ckpt.pt").exists():  # saved at iteration 2
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.1)
+        files = lambda: sorted(p.name for p in out.iterdir() if ".tmp." not in p.name)  # the live run saves on
+        names = files()
+        for extra in ([], ["--init_from=resume"]):
+            second = run_train("--max_iters=3", "--eval_interval=3", *extra, data=data_dir, out=out)
+            assert_one_line_error(second, 2, f"another train.py is writing to out_dir={out} now")
+            assert files() == names  # nothing moved aside to previous/, nothing new written
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "saving" in stderr, stderr
+    kept = load_checkpoint(out / "ckpt.pt")["iter_num"]
+    assert kept >= 2
+    after = run_train("--max_iters=3", "--eval_interval=3", data=data_dir, out=out)  # the lock went with it
+    assert after.returncode == 0, after.stderr
+    assert [load_checkpoint(p / "ckpt.pt")["iter_num"] for p in (out / "previous").iterdir()] == [kept]
+
+
 def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
     """A process that dies halfway through writing ckpt.pt leaves the previous ckpt.pt whole."""
     out = tmp_path / "out"
