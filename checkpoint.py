@@ -34,6 +34,20 @@ def save_checkpoint(obj, path):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)  # atomic on POSIX and Windows
+    except Exception as e:
+        # torch's zip writer, cut short (a full disk, a second Ctrl-C's exit), raises its own RuntimeError
+        # on the way out, over the cause: the cause is what to report (or to let end the process)
+        chain = [e]
+        while chain[-1].__context__ is not None and len(chain) < 8:
+            chain.append(chain[-1].__context__)
+        stop = next((c for c in chain if isinstance(c, (SystemExit, KeyboardInterrupt))), None)
+        if stop is not None:
+            raise stop from None
+        cause = next((c for c in chain if isinstance(c, OSError)), None)
+        if cause is None:
+            raise
+        before = "the one there before is intact" if os.path.exists(path) else "there was none before"
+        raise ConfigError(f"cannot save {path}: {cause.strerror or cause} ({before})") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

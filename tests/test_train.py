@@ -21,7 +21,7 @@ import torch
 
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-from configurator import config_keys, configure
+from configurator import ConfigError, config_keys, configure
 from conftest import run_script
 from model import GPTConfig
 
@@ -616,6 +616,47 @@ def test_muon_lr_follows_the_schedule_at_its_own_peak(tmp_path, data_dir):
     # the last step's lr: iteration 2 of warmup 2 -> the peak; Muon's is muon_lr at that point
     assert adamw_group["lr"] == pytest.approx(train.get_lr(2, 1e-2, 2, 8, 1e-3))
     assert muon_group["lr"] == pytest.approx(adamw_group["lr"] * 0.05 / 1e-2)
+
+
+class CutShort:
+    """A file that takes `room` bytes, then raises what `then` gives: a full disk, or a stop's exit."""
+
+    def __init__(self, path, mode, room, then):
+        self.f, self.room, self.then = open(path, mode), room, then
+
+    def write(self, b):
+        if self.room < len(b):
+            raise self.then()
+        self.room -= len(b)
+        return self.f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+@pytest.mark.parametrize("then", [lambda: OSError(28, "No space left on device"), lambda: SystemExit(130)])
+def test_a_save_cut_short_says_why_and_keeps_the_old_file(tmp_path, monkeypatch, then):
+    """torch's zip writer, cut short, raises its own RuntimeError over the cause: a full disk is one
+    line naming it (not a traceback), and a second Ctrl-C's exit stays an exit; the old file stays whole."""
+    import checkpoint
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint({"w": torch.arange(10.0)}, str(path))
+    before = digest(path)
+    monkeypatch.setattr(checkpoint, "open", lambda p, mode: CutShort(p, mode, 4096, then), raising=False)
+    expected = SystemExit if isinstance(then(), SystemExit) else ConfigError
+    with pytest.raises(expected) as caught:
+        save_checkpoint({"w": torch.randn(100_000)}, str(path))
+    if expected is SystemExit:
+        assert caught.value.code == 130
+    else:
+        assert str(caught.value) == f"cannot save {path}: No space left on device (the one there before is intact)"
+    assert digest(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="out_dir's lock is an flock: POSIX only")
