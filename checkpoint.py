@@ -10,6 +10,8 @@ import importlib.util
 import json
 import math
 import os
+import pickle
+import re
 import urllib.error
 import urllib.request
 import warnings
@@ -96,12 +98,21 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
+    except pickle.UnpicklingError as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
+        raise ConfigError(f"refused checkpoint {path}: {not_tensors_only(e)}{other_checkpoint(path)}") from None
+    except Exception as e:
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
                           f"({type(e).__name__}){other_checkpoint(path)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt checkpoint (no model or model_args)")
     return ckpt
+
+
+def not_tensors_only(e):
+    """torch.load(weights_only=True)'s refusal, in a few words: what the file names, that nothing ran."""
+    named = re.search(r"GLOBAL ([\w.]+)", str(e))
+    what = f"it names {named.group(1)}" if named else "truncated, corrupt, or not a tensors-only torch file"
+    return f"{what}, which tensors and plain values never do (nothing in it was run)" if named else what
 
 
 def checkpoint_summary(iter_num, best_val_loss):
@@ -249,7 +260,10 @@ def model_from_gpt2(name_or_path, dropout=0.0):
         if kind != "gpt2":
             raise ValueError(f"{name_or_path} holds a {kind!r} model, not GPT-2 (checkpoint.model_from_pretrained "
                              "reads Arcee folders too)")
-    hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
+    try:
+        hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
+    except pickle.UnpicklingError as e:  # a pytorch_model.bin that is more than tensors: refused, never run
+        raise ValueError(f"refused its pytorch_model.bin: {not_tensors_only(e)}") from None
     c = hf.config
     # GPT-2's tanh GELU under its two Hugging Face names, or the exact one (a nanoGPT model exported)
     activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(c.activation_function)

@@ -387,6 +387,23 @@ def test_train_names_every_clash_with_a_folder_in_one_line(tmp_path):
     assert not (tmp_path / "tuned").exists()
 
 
+@pytest.mark.parametrize("script", ["train.py", "sample.py"])
+def test_a_folder_whose_weights_would_run_code_is_refused_in_one_line(tmp_path, script):
+    """A GPT-2 folder's pytorch_model.bin is a pickle: one that names a function is refused, and said so."""
+    from test_nanogpt import hostile_checkpoint
+    folder, marker = tmp_path / "evil", tmp_path / "pwned"
+    transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=65, n_positions=32).save_pretrained(folder)
+    hostile_checkpoint(folder / "pytorch_model.bin", marker)
+    meta = tokenizer.char_meta(CHARS)
+    tokenizer.write_dataset(tmp_path / "data", [i % 65 for i in range(3000)], [i % 7 for i in range(500)], meta)
+    more = [f"--data_dir={tmp_path / 'data'}", f"--out_dir={tmp_path / 'tuned'}", "--block_size=16",
+            "--max_iters=1", "--compile=false"] if script == "train.py" else ["--max_new_tokens=2"]
+    result = run_script(script, f"--init_from={folder}", "--device=cpu", *more)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert "refused its pytorch_model.bin: it names posix.system" in result.stderr, result.stderr
+    assert "weights_only" not in result.stderr and not marker.exists()
+
+
 def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     """The folder's meta.json is the model's char vocabulary: a dataset whose ids mean other characters is refused."""
     meta = tokenizer.char_meta(CHARS)

@@ -132,12 +132,12 @@ def test_resume_a_nanogpt_run_warns_and_keeps_its_checkpoint(tmp_path):
     assert (out / "ckpt_nanogpt.2.pt").read_bytes() == later
 
 
-def hostile_pickle(marker):
+def hostile_pickle(marker, protocol=pickle.DEFAULT_PROTOCOL):
     """A pickle that runs a shell command when fully unpickled (the way a pickle runs code: __reduce__)."""
     class Payload:
         def __reduce__(self):
             return os.system, (f"touch {marker}",)
-    return pickle.dumps({"vocab_size": 1, "itos": {0: "a"}, "stoi": Payload()})
+    return pickle.dumps({"vocab_size": 1, "itos": {0: "a"}, "stoi": Payload()}, protocol=protocol)
 
 
 def test_hostile_meta_pkl_is_refused_without_running(tmp_path):
@@ -161,6 +161,40 @@ def test_hostile_meta_pkl_through_sample_is_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: refused")
     assert not marker.exists()
+
+
+def hostile_checkpoint(path, marker):
+    """A torch zip file, as torch.save writes it, whose pickle runs a shell command when loaded in full."""
+    import zipfile
+    torch.save({"model": {"w": torch.zeros(2)}, "model_args": {}}, path)
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    data = next(name for name in members if name.endswith("/data.pkl"))
+    members[data] = hostile_pickle(marker, protocol=2)  # torch.save's protocol
+    with zipfile.ZipFile(path, "w") as z:
+        for name, content in members.items():
+            z.writestr(name, content)
+
+
+@pytest.mark.parametrize("command", [["sample.py", "--out_dir=run", "--max_new_tokens=2"],
+                                     ["train.py", "--out_dir=run", "--init_from=resume", "--max_iters=1"]])
+def test_hostile_ckpt_pt_is_refused_in_one_line_naming_what_it_calls(tmp_path, command):
+    nanogpt_checkout(tmp_path)
+    marker = tmp_path / "pwned"
+    (tmp_path / "run").mkdir()
+    hostile_checkpoint(tmp_path / "run" / "ckpt.pt", marker)
+    data = [f"--data_dir={tmp_path / 'data' / 'shakespeare_char'}"] if command[0] == "train.py" else []
+    result = subprocess.run([sys.executable, str(ROOT / command[0]), *command[1:], *data, "--device=cpu"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: refused checkpoint run/ckpt.pt: it names posix.system"), result.stderr
+    assert "weights_only" not in result.stderr  # torch's advice to load it in full is never passed on
+    assert not marker.exists()
+    with pytest.raises(Exception):  # the control: this is the file torch refuses by default too
+        torch.load(tmp_path / "run" / "ckpt.pt")
+    assert not marker.exists()
+    torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)  # and a full load runs it
+    assert marker.exists()
 
 
 @pytest.mark.parametrize("content, message", [
