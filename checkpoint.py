@@ -98,9 +98,9 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         with warnings.catch_warnings():  # a foreign file can make torch warn first: keep the error one line
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
-        raise ConfigError(f"refused checkpoint {path}: {not_tensors_only(e)}{other_checkpoint(path)}") from None
-    except Exception as e:
+    except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
+        if names_code(e):
+            raise ConfigError(f"refused checkpoint {path}: {names_code(e)}{other_checkpoint(path)}") from None
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
                           f"({type(e).__name__}){other_checkpoint(path)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
@@ -108,11 +108,11 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     return ckpt
 
 
-def not_tensors_only(e):
-    """torch.load(weights_only=True)'s refusal, in a few words: what the file names, that nothing ran."""
-    named = re.search(r"GLOBAL ([\w.]+)", str(e))
-    what = f"it names {named.group(1)}" if named else "truncated, corrupt, or not a tensors-only torch file"
-    return f"{what}, which tensors and plain values never do (nothing in it was run)" if named else what
+def names_code(e):
+    """For torch.load(weights_only=True) refusing a pickle that names a function or class, those few words
+    (what it names, that nothing ran); else ""."""
+    named = re.search(r"GLOBAL ([\w.]+)", str(e)) if isinstance(e, pickle.UnpicklingError) else None
+    return f"it names {named.group(1)}, which tensors and plain values never do (nothing in it was run)" if named else ""
 
 
 def checkpoint_summary(iter_num, best_val_loss):
@@ -176,8 +176,25 @@ def current_model_args(ckpt):
 def model_from_checkpoint(ckpt, **overrides):
     """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
     model = GPT(GPTConfig.from_dict({**current_model_args(ckpt), **overrides}))
-    model.load_state_dict(current_keys(ckpt["model"]))
+    load_weights(model, current_keys(ckpt["model"]))
     return model
+
+
+def load_weights(model, sd):
+    """
+    model.load_state_dict(sd), or a one-line ValueError naming the first weight that does not fit (a
+    model.py changed since the save, say): torch's own text puts the names on lines an error cuts off.
+    """
+    built = model.state_dict()
+    resized = [f"{k}: saved {tuple(sd[k].shape)}, model.py builds {tuple(v.shape)}" for k, v in built.items()
+               if k in sd and sd[k].shape != v.shape]
+    missing = [f"{k}: model.py builds it, none saved" for k in built if k not in sd]
+    unexpected = [f"{k}: saved, model.py builds none" for k in sd if k not in built]
+    if resized or missing or unexpected:
+        first = [group[0] for group in (resized, missing, unexpected) if group]
+        more = len(resized) + len(missing) + len(unexpected) - len(first)
+        raise ValueError("; ".join(first) + (f" (and {more} more that do not fit)" if more else ""))
+    model.load_state_dict(sd)
 
 
 # A Hugging Face folder export.py wrote for a rope + RMSNorm model (transformers' Arcee), read back
@@ -263,7 +280,8 @@ def model_from_gpt2(name_or_path, dropout=0.0):
     try:
         hf = GPT2LMHeadModel.from_pretrained(name_or_path, local_files_only=cached)
     except pickle.UnpicklingError as e:  # a pytorch_model.bin that is more than tensors: refused, never run
-        raise ValueError(f"refused its pytorch_model.bin: {not_tensors_only(e)}") from None
+        raise ValueError(f"refused its pytorch_model.bin: "
+                         f"{names_code(e) or 'truncated, corrupt, or not a tensors-only torch file'}") from None
     c = hf.config
     # GPT-2's tanh GELU under its two Hugging Face names, or the exact one (a nanoGPT model exported)
     activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(c.activation_function)
@@ -414,7 +432,7 @@ def model_from_arcee(folder, dropout=0.0):
                          f"unexpected {sorted(w)[:3]})")
     model = GPT(config)
     try:
-        model.load_state_dict(sd)
-    except RuntimeError as e:  # a shape that disagrees with config.json; torch's text runs to many lines
-        raise ValueError(f"{folder}: {str(e).splitlines()[-1].strip()[:200]}") from None
+        load_weights(model, sd)
+    except ValueError as e:  # a shape that disagrees with config.json
+        raise ValueError(f"{folder}: {e}") from None
     return model

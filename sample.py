@@ -110,8 +110,9 @@ def load_run(folder, ckpt="", meta=""):
     try:
         model = model_from_checkpoint(checkpoint)
     except (RuntimeError, TypeError, ValueError, KeyError) as e:
+        why = str(e).splitlines()[0][:300]
         raise ConfigError(f"{path} does not hold a model this code can build: "
-                          f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+                          + (why if isinstance(e, ValueError) else f"{type(e).__name__}: {why}")) from None
     meta, meta_from = read_meta_path(meta) if meta else meta_for_run(folder, checkpoint.get("config") or {})
     return checkpoint, path, model, meta, meta_from
 

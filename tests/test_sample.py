@@ -147,6 +147,35 @@ def test_multibyte_prompt_file_and_char_model(tmp_path, capsys):
 
 # ---- bad input: one line on stderr, exit code 2, no traceback -------------------------------------
 
+def test_weights_model_py_no_longer_builds_name_the_first_misfit(out_dir):
+    """A checkpoint saved before model.py changed (here: its MLP 2x wide, not 4x; one gain renamed) is one
+    line naming the weight that does not fit and both shapes, for sample.py and for train.py's resume."""
+    ckpt = load_checkpoint(out_dir / "ckpt.pt")
+    sd = ckpt["model"]
+    for i in range(2):
+        sd[f"transformer.h.{i}.mlp.c_fc.weight"] = sd[f"transformer.h.{i}.mlp.c_fc.weight"][:64]
+        sd[f"transformer.h.{i}.mlp.c_proj.weight"] = sd[f"transformer.h.{i}.mlp.c_proj.weight"][:, :64]
+    sd["transformer.ln_f.gain"] = sd.pop("transformer.ln_f.weight")
+    save_checkpoint(ckpt, str(out_dir / "ckpt.pt"))
+    result = subprocess.run([sys.executable, "sample.py", f"--out_dir={out_dir}", "--device=cpu"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.strip() == (
+        f"error: {out_dir / 'ckpt.pt'} does not hold a model this code can build: transformer.h.0.mlp.c_fc.weight: "
+        "saved (64, 32), model.py builds (128, 32); transformer.ln_f.weight: model.py builds it, none saved; "
+        "transformer.ln_f.gain: saved, model.py builds none (and 3 more that do not fit)")
+    (out_dir / "data").mkdir()
+    tokenizer.write_dataset(out_dir / "data", [i % 60 for i in range(2000)], [i % 7 for i in range(400)],
+                            tokenizer.char_meta(VOCAB))
+    result = subprocess.run([sys.executable, "train.py", f"--out_dir={out_dir}", f"--data_dir={out_dir / 'data'}",
+                             "--init_from=resume", "--device=cpu", "--compile=false"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: cannot build the model (resume): transformer.h.0.mlp.c_fc.weight: "
+                                    "saved (64, 32), model.py builds (128, 32); "), result.stderr
+
+
+
 def bad_cases(out_dir):
     (out_dir / "empty").mkdir()
     (out_dir / "corrupt").mkdir()
