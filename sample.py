@@ -72,7 +72,7 @@ def load_model(cfg):
     if name == "resume":
         checkpoint, path, model, meta, meta_from = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
         summary = checkpoint_summary(checkpoint.get("iter_num", "?"), checkpoint.get("best_val_loss"))
-        loaded = f"loaded {path} ({summary})"
+        loaded = f"loaded {path} ({summary})" + ("" if cfg["ckpt"] else better_latest(path, checkpoint))
     else:
         try:
             model = model_from_pretrained(name)
@@ -89,6 +89,25 @@ def load_model(cfg):
                           f"{model.config.vocab_size}: not this model's; name its meta.json (or nanoGPT's "
                           "meta.pkl) with --meta=PATH")
     return model, meta, f"{loaded}, tokenizer from {meta_from}"
+
+
+def better_latest(path, checkpoint):
+    """
+    When best.pt was taken by default and ckpt.pt beside it records a lower best val loss (nanoGPT,
+    which writes only ckpt.pt, trained on in the folder after glassgpt), the words that say so.
+    """
+    latest = os.path.join(os.path.dirname(path), "ckpt.pt")
+    if os.path.basename(path) != "best.pt" or not os.path.isfile(latest):
+        return ""
+    try:
+        glance = load_checkpoint(latest, mmap=True)
+        lower, best = float(glance["best_val_loss"]), float(checkpoint["best_val_loss"])
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return ""
+    if not lower < best:
+        return ""
+    return (f"; ckpt.pt beside it records a lower val loss ({checkpoint_summary(glance.get('iter_num', '?'), lower)}):"
+            " --ckpt=ckpt.pt samples that")
 
 
 def load_run(folder, ckpt="", meta=""):

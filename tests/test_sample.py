@@ -103,9 +103,21 @@ def test_best_pt_preferred_unless_ckpt_given(out_dir, capsys):
     args = [f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=30", "--temperature=0"]
     best, err = run_sample(capsys, *args)
     assert f"loaded {out_dir / 'best.pt'}" in err
+    assert "ckpt.pt beside it" not in err  # glassgpt's own run: ckpt.pt records best.pt's loss, no lower
     latest, err = run_sample(capsys, *args, "--ckpt=ckpt.pt")
     assert f"loaded {out_dir / 'ckpt.pt'}" in err
     assert best != latest  # different weights, different greedy text
+
+
+def test_best_pt_taken_by_default_says_when_ckpt_pt_records_a_lower_loss(out_dir, capsys):
+    """nanoGPT writes only ckpt.pt: trained on in a folder after glassgpt, its ckpt.pt holds a lower val
+    loss than glassgpt's best.pt. sample.py still takes best.pt by default, and says so."""
+    write_checkpoint(out_dir / "best.pt", seed=1)
+    ckpt = load_checkpoint(out_dir / "ckpt.pt")
+    save_checkpoint({**ckpt, "iter_num": 70, "best_val_loss": torch.tensor(3.2027)}, str(out_dir / "ckpt.pt"))
+    _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=3")
+    assert (f"loaded {out_dir / 'best.pt'} (iter 7, best val loss 4.2500); ckpt.pt beside it records a lower val "
+            "loss (iter 70, best val loss 3.2027): --ckpt=ckpt.pt samples that") in err
 
 
 def test_a_checkpoint_from_before_the_first_eval_says_so(out_dir, capsys):
