@@ -33,7 +33,7 @@ import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          resolve_device, run, set_malloc_thresholds, spaced_values)
+                          resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
@@ -908,8 +908,15 @@ def main(argv=None):
         raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
     if "dtype" in cfg:
         cfg["dtype"] = dtype
+    if cfg["num_threads"] < 0:
+        raise ConfigError(f"num_threads must not be negative, got {cfg['num_threads']} (0: torch's default)")
     if cfg["num_threads"] > 0:
         torch.set_num_threads(cfg["num_threads"])
+    if cfg["json"]:  # checked now, not after minutes of measuring
+        where = os.path.dirname(os.path.abspath(cfg["json"]))
+        why = "it is a folder" if os.path.isdir(cfg["json"]) else unwritable(where)
+        if why:
+            raise ConfigError(f"cannot write --json={cfg['json']}: {why}")
     torch.manual_seed(cfg["seed"])
     machine = machine_info()
     plan = check(cfg)  # before any output: bad input is one line alone
@@ -925,6 +932,7 @@ def main(argv=None):
     if cfg["json"]:
         report = {"mode": mode, "machine": machine, "settings": cfg, **result}
         try:
+            os.makedirs(os.path.dirname(os.path.abspath(cfg["json"])), exist_ok=True)
             with open(cfg["json"], "w") as f:
                 json.dump(report, f, indent=1)
         except OSError as e:

@@ -169,13 +169,18 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
     (["--mode=train", "--data_dir=NOPE"], "no dataset folder NOPE (set dataset or data_dir)"),  # its batches are timed
     (["--mode=sample", "--new_tokens=0"], "new_tokens and prompt_len must be >= 1, got 0 and 1"),
     (["--mode=attention", "--t_min=100", "--t_max=120"], "no power of 2 between t_min=100 and t_max=120"),
+    (["--mode=peak", "--num_threads=-2"], "num_threads must not be negative, got -2 (0: torch's default)"),
+    (["--mode=peak", "--json=HERE"], "cannot write --json=HERE: it is a folder"),
+    (["--mode=peak", "--json=HERE/file/x.json"], "cannot write --json=HERE/file/x.json: HERE/file is not a folder"),
 ])
 def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
     """Each mode checks its keys before the machine line (as the race does): the error is all that is said,
     not a line after 'machine: ...' (and, for data_dir and peak_sizes, not after the timing)."""
     nope = str(tmp_path / "nope")  # (in this process: the test above runs bench.py's bad input for real)
-    p = run_script("bench.py", *[a.replace("NOPE", nope) for a in args])
-    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {error.replace('NOPE', nope)}\n")
+    (tmp_path / "file").touch()  # HERE: a folder where --json wants a file, with a file where it wants a folder
+    fill = lambda text: text.replace("NOPE", nope).replace("HERE", str(tmp_path))  # noqa: E731
+    p = run_script("bench.py", *map(fill, args))
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {fill(error)}\n")
 
 
 # ----------------------------------------------------------------------------- race
