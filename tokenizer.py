@@ -35,7 +35,8 @@ def gpt2_encoding():
     try:
         return tiktoken.get_encoding("gpt2")
     except Exception as e:
-        raise ConfigError(f"cannot load tiktoken's gpt2 encoding ({type(e).__name__}: {str(e)[:120]}); "
+        why = str(e) if len(str(e)) <= 160 else str(e)[:160].rsplit(" ", 1)[0] + " ..."  # not cut mid-word
+        raise ConfigError(f"cannot load tiktoken's gpt2 encoding ({type(e).__name__}: {why}); "
                           "it is downloaded once, or read from a folder named by TIKTOKEN_CACHE_DIR") from None
 
 

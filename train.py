@@ -250,8 +250,9 @@ def load_data(data_dir, block_size):
         if size % itemsize:
             raise ConfigError(f"{path} is {size} bytes, not a whole number of {meta['dtype']} tokens")
         if size // itemsize < block_size + 1:  # one window is block_size inputs plus the next token
+            more = " or a larger --val_fraction preparing it (data/text/prepare.py)" if split == "val" else ""
             raise ConfigError(f"{path} has {size // itemsize} tokens, too few for block_size={block_size} "
-                              f"(needs at least {block_size + 1})")
+                              f"(needs at least {block_size + 1}): a smaller --block_size{more}")
         splits.append(np.memmap(path, dtype=meta["dtype"], mode="r"))
     return splits[0], splits[1], meta
 

@@ -34,6 +34,23 @@ def bpe(monkeypatch):
     tokenizer.gpt2_encoding.cache_clear()
 
 
+def test_tiktoken_failure_is_one_line_not_cut_mid_word(monkeypatch):
+    """Offline, tiktoken's error names a URL: shortened, the line ends at a whole word, then "...", and says
+    where the files can come from instead."""
+    import tiktoken
+    url = "Max retries exceeded with url: /gpt-2/encodings/main/vocab.bpe " + "(Caused by NameResolutionError) " * 6
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: (_ for _ in ()).throw(ConnectionError(url)))
+    tokenizer.gpt2_encoding.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as e:
+            tokenizer.gpt2_encoding()
+    finally:
+        tokenizer.gpt2_encoding.cache_clear()
+    why = str(e.value)
+    assert "\n" not in why and "url: /gpt-2/encodings/main/vocab.bpe (Caused by" in why
+    assert "NameResolutionError) ...); it is downloaded once, or read from a folder named by TIKTOKEN_CACHE_DIR" in why
+
+
 def prepare(script, *args, env=None):
     """Run python data/<script>/prepare.py as a user does, from the repo root."""
     full_env = dict(os.environ, **(env or {}))

@@ -122,7 +122,11 @@ def test_unknown_key_in_config_file(tmp_path):
 def test_data_errors(tmp_path):
     # too little data for one window of block_size + 1 tokens
     make_dataset(tmp_path / "small", n_train=10, n_val=800)
-    assert_one_line_error(run_train(data=tmp_path / "small", out=tmp_path / "o"), 2, "train.bin", "block_size=16")
+    assert_one_line_error(run_train(data=tmp_path / "small", out=tmp_path / "o"), 2, "train.bin", "block_size=16",
+                          "(needs at least 17): a smaller --block_size")
+    make_dataset(tmp_path / "small_val", n_train=800, n_val=10)  # and what to change for a val split that short
+    assert_one_line_error(run_train(data=tmp_path / "small_val", out=tmp_path / "o"), 2, "val.bin has 10 tokens",
+                          "a smaller --block_size or a larger --val_fraction preparing it (data/text/prepare.py)")
     # a folder without meta.json (and no prepare.py to make one)
     (tmp_path / "empty").mkdir()
     assert_one_line_error(run_train(data=tmp_path / "empty", out=tmp_path / "o"), 2, "meta.json")
