@@ -26,9 +26,10 @@ class ConfigError(ValueError):
     pass
 
 
-def _unknown(key, defaults, where):
+def _unknown(key, defaults, where, in_file=False):
     close = difflib.get_close_matches(key, defaults, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = f" (did you mean {close[0]}?)" if close else \
+        f" (a variable of the file's own: name it _{key}, and it is left alone)" if in_file else ""
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
 
 
@@ -162,7 +163,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                         continue
                     if reads_run and key in training_keys():
                         raise _training_config(script, arg, scope, key, defaults["out_dir"])
-                    raise _unknown(key, defaults, f"in {arg}")
+                    raise _unknown(key, defaults, f"in {arg}", in_file=True)
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
                 given[key] = f"in {arg}"
         else:

@@ -175,6 +175,17 @@ def test_unknown_key_in_a_file_is_named(tmp_path):
         configure(DEFAULTS, [path, "--bogus=1"], strict_files=False)
 
 
+def test_a_files_own_variable_says_how_to_keep_it(tmp_path):
+    """nanoGPT's config files may hold helper variables; here an unknown name is an error (a typo, most often),
+    which says how to keep one: a leading underscore, which is then left alone."""
+    path = write(tmp_path, "tokens_wanted = 4096\nbatch_size = tokens_wanted // 256\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'tokens_wanted' in .*cfg\.py \(a variable of the "
+                                          r"file's own: name it _tokens_wanted, and it is left alone\)$"):
+        configure(DEFAULTS, [path])
+    path = write(tmp_path, "_tokens_wanted = 4096\nbatch_size = _tokens_wanted // 256\n")
+    assert configure(DEFAULTS, [path])["batch_size"] == 16
+
+
 def test_wrong_type_in_a_file_is_named(tmp_path):
     path = write(tmp_path, "batch_size = 'big'\n")
     with pytest.raises(ConfigError, match=r"'batch_size' in .*cfg\.py expects int, got 'big'"):
