@@ -330,6 +330,18 @@ def test_text_prepare_folder_char(tmp_path):  # argparse's --key value style, as
     assert len(train) == int(len(text) * 0.75) and meta["vocab_size"] == len(set(text))
 
 
+def test_text_prepare_drops_a_byte_order_mark_and_windows_line_ends(tmp_path):
+    """A file saved by Windows' Notepad: its byte-order mark and \\r are no tokens."""
+    (tmp_path / "in.txt").write_bytes("\ufeffline one\r\nline two\r\n".encode("utf-8"))
+    proc = prepare("text", f"--input={tmp_path / 'in.txt'}", f"--out_dir={tmp_path / 'o'}", "--val_fraction=0.2")
+    assert proc.returncode == 0, proc.stderr
+    train, meta = load_split(tmp_path / "o", "train")
+    val, _ = load_split(tmp_path / "o", "val")
+    _, decode = tokenizer.load_tokenizer(meta)
+    assert decode(train.tolist()) + decode(val.tolist()) == "line one\nline two\n"
+    assert "\ufeff" not in meta["itos"] and "\r" not in meta["itos"]
+
+
 @needs_bpe
 def test_text_prepare_file_gpt2(tmp_path, bpe):  # bpe: the decoding below, in this process, reads the same files
     (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
