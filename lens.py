@@ -467,12 +467,14 @@ def run_eval(cfg):
         r = evaluate(model, ids, token_bytes(meta, ids), cfg["stride"], cfg["batch_size"], sys.stderr.isatty(),
                      cfg["heads"])
     print(f"{path}: {r['tokens']:,} tokens scored ({meta['tokenizer']}), {r['bytes']:,} UTF-8 bytes, "
-          f"{r['windows']:,} windows of {min(model.config.block_size, r['tokens'])} (stride {r['stride']})")
+          f"{r['windows']:,} window{'s' * (r['windows'] != 1)} of {min(model.config.block_size, r['tokens'])} "
+          f"(stride {r['stride']})")
     print(f"nats/token {r['nats_per_token']:.4f}  perplexity {r['perplexity']:.3f}  "
           f"bits/byte {r['bits_per_byte']:.4f}")
     if r["heads"]:
         T = r["window_tokens"]
-        print(f"\nheads, averaged over the {r['windows']:,} windows ({r['windows'] * (T - 1):,} rows of attention):")
+        over = f"the {r['windows']:,} windows" if r["windows"] != 1 else "the one window"
+        print(f"\nheads, averaged over {over} ({r['windows'] * (T - 1):,} rows of attention):")
         print(stats_table(r["heads"], reference(T)))
     return r
 

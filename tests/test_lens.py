@@ -223,7 +223,12 @@ def test_eval_command_prints_the_numbers(out_dir, tmp_path, capsys):
     assert out.splitlines()[-1].strip().startswith("reference")
     assert r["tokens"] == 173 and r["windows"] == 8 and r["stride"] == 16
     assert f"nats/token {r['nats_per_token']:.4f}  perplexity {r['perplexity']:.3f}  bits/byte {r['bits_per_byte']:.4f}" in out
-    assert "173 tokens scored (char), 182 UTF-8 bytes" in out
+    assert "173 tokens scored (char), 182 UTF-8 bytes, 8 windows of 64 (stride 16)" in out
+    path.write_text(TEXT_E, encoding="utf-8")  # 58 characters: one window
+    lens.main([f"--out_dir={out_dir}", f"--eval={path}", "--heads=true"])
+    out = capsys.readouterr().out
+    assert "57 tokens scored (char), 60 UTF-8 bytes, 1 window of 57 (stride 32)" in out
+    assert "heads, averaged over the one window (56 rows of attention):" in out
 
 
 @pytest.mark.skipif(not os.path.isdir(SHARED_TIKTOKEN), reason="no ../shared/data/tiktoken (GPT-2's BPE offline)")
