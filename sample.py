@@ -88,6 +88,9 @@ def load_model(cfg):
         raise ConfigError(f"the tokenizer from {meta_from} has {meta['vocab_size']} tokens but the model only "
                           f"{model.config.vocab_size}: not this model's; name its meta.json (or nanoGPT's "
                           "meta.pkl) with --meta=PATH")
+    if meta["tokenizer"] == "char" and meta["vocab_size"] < model.config.vocab_size:  # trained on these? seldom
+        meta_from += (f" (warning: its {meta['vocab_size']} characters are fewer than the model's "
+                      f"{model.config.vocab_size} ids, which print as \ufffd: this model's meta.json?)")
     return model, meta, f"{loaded}, tokenizer from {meta_from}"
 
 

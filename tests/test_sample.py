@@ -120,6 +120,17 @@ def test_best_pt_taken_by_default_says_when_ckpt_pt_records_a_lower_loss(out_dir
             "loss (iter 70, best val loss 3.2027): --ckpt=ckpt.pt samples that") in err
 
 
+def test_a_char_tokenizer_smaller_than_the_model_is_taken_with_a_warning(out_dir, capsys):
+    """--meta naming another run's char meta.json with fewer characters: the ids past it cannot print, said so."""
+    tokenizer.write_meta(out_dir / "small", dict(tokenizer.char_meta(VOCAB[:35]), dtype="uint16"))
+    _, err = run_sample(capsys, f"--out_dir={out_dir}", f"--meta={out_dir / 'small' / 'meta.json'}",
+                        "--num_samples=1", "--max_new_tokens=3")
+    assert (f"tokenizer from {out_dir / 'small' / 'meta.json'} (warning: its 35 characters are fewer than the "
+            f"model's {len(VOCAB)} ids, which print as \ufffd: this model's meta.json?)") in err
+    _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=3")
+    assert "warning" not in err  # its own meta.json: as many characters as ids
+
+
 def test_a_checkpoint_from_before_the_first_eval_says_so(out_dir, capsys):
     """A ckpt.pt saved before the run's first eval (a stop at iter 3) holds train.py's starting best val
     loss, inf, which is no loss at all: sample.py (and lens.py, through it) says there is none yet, not "inf".
