@@ -166,10 +166,12 @@ def current_model_args(ckpt):
     """
     The checkpoint's model_args with today's fields. nanoGPT's (block_size, vocab_size, n_layer, n_head,
     n_embd, bias, dropout) mean learned positions, LayerNorm, a tied head (GPTConfig's defaults) and the
-    exact erf GELU of its nn.GELU(); glassgpt's from before the activation switch, GPT-2's tanh GELU.
+    exact erf GELU of its nn.GELU(); glassgpt's from before the activation switch, GPT-2's tanh GELU;
+    and from before sinusoidal_scale, a table of amplitude 1.
     """
     args = dict(ckpt["model_args"])
     args.setdefault("activation", "gelu" if is_nanogpt(ckpt) else "gelu_tanh")
+    args.setdefault("sinusoidal_scale", 1.0)
     return args
 
 

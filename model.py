@@ -41,6 +41,9 @@ class GPTConfig:
     attention: str = "sdpa"  # "sdpa" (fused kernel) | "manual" (explicit T x T scores)
     tie_weights: bool = True  # lm_head shares its weight with wte
     activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (exact erf: nanoGPT's nn.GELU)
+    # sinusoidal only: the table's amplitude. sin/cos of amplitude 1 would drown the token embeddings
+    # (init std 0.02) ~35 to 1; this gives the table their RMS, as a learned wpe's init has
+    sinusoidal_scale: float = 0.02 * math.sqrt(2)
 
     def __post_init__(self):
         def bad(field, why):
@@ -280,7 +283,8 @@ class GPT(nn.Module):
         if config.position == "learned":
             self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
         elif config.position == "sinusoidal":  # fixed, not learned: a buffer, not a parameter
-            self.register_buffer("pos_table", sinusoidal_table(config.block_size, config.n_embd), persistent=False)
+            table = config.sinusoidal_scale * sinusoidal_table(config.block_size, config.n_embd)
+            self.register_buffer("pos_table", table, persistent=False)
         else:  # rope rotates q and k inside attention instead of adding to x
             cos, sin = rope_tables(config.block_size, config.n_embd // config.n_head)
             self.register_buffer("rope_cos", cos, persistent=False)

@@ -4,6 +4,7 @@ tables are their formulas, KV-cache generation equals recomputation, sampling, G
 a tiny model can learn, bad configs fail with a message naming the field.
 """
 
+import dataclasses
 import itertools
 import math
 import time
@@ -203,8 +204,20 @@ def test_sinusoidal_table_is_its_formula(dim):
 def test_sinusoidal_positions_are_a_buffer_not_parameters():
     model = GPT(tiny(position="sinusoidal"))
     assert not hasattr(model.transformer, "wpe")
-    assert torch.equal(model.pos_table, sinusoidal_table(16, 32))
+    assert torch.equal(model.pos_table, model.config.sinusoidal_scale * sinusoidal_table(16, 32))
     assert all("pos_table" not in n for n, _ in model.named_parameters())
+
+
+def test_sinusoidal_table_has_the_token_embeddings_scale():
+    """Amplitude 1 would drown the token embeddings (init std 0.02): the table's RMS is theirs, as a learned
+    wpe's init. A checkpoint from before the scale (no sinusoidal_scale in model_args) keeps amplitude 1."""
+    from checkpoint import model_from_checkpoint
+    model = GPT(tiny(position="sinusoidal", block_size=64, n_embd=64, n_head=2))
+    assert model.pos_table.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=0.01)
+    assert model.transformer.wte.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    old_args = {k: v for k, v in dataclasses.asdict(model.config).items() if k != "sinusoidal_scale"}
+    old = model_from_checkpoint({"model": model.state_dict(), "model_args": old_args, "config": {}})
+    assert torch.equal(old.pos_table, sinusoidal_table(64, 64))
 
 
 def test_rope_score_depends_only_on_relative_offset():
