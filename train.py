@@ -1198,7 +1198,9 @@ def train(config, ddp, given, stopper):
     def fail(message):
         bar.close()
         if master:
-            print(f"error: {message}; stopped, {out_dir}/ckpt.pt is the last good checkpoint", file=sys.stderr)
+            kept = (f"{out_dir}/ckpt.pt (iter {ckpt_iter}) is the last good checkpoint" if ckpt_iter is not None
+                    else f"nothing saved: no eval had written {out_dir}/ckpt.pt yet")
+            print(f"error: {message}; stopped, {kept}", file=sys.stderr)
         raise SystemExit(1)
 
     def train_step(lr, watch):

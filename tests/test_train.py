@@ -1112,8 +1112,13 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
         result = run_train("--max_iters=20", "--init_from=resume", "--learning_rate=1e30", *extra,
                            data=data_dir, out=out)
         assert_one_line_error(result, 1, "not finite" if extra == ["--eval_interval=1"] else "loss is nan",
-                              "ckpt.pt")
+                              f"{out}/ckpt.pt (iter 3) is the last good checkpoint")
         assert (digest(out / "ckpt.pt"), digest(out / "best.pt")) == before
+    # a new run that goes nan before its first save names no checkpoint: there is none
+    fresh = tmp_path / "fresh"
+    result = run_train("--max_iters=20", "--learning_rate=1e30", "--eval_interval=1000", data=data_dir, out=fresh)
+    assert_one_line_error(result, 1, "loss is nan", f"stopped, nothing saved: no eval had written {fresh}/ckpt.pt yet")
+    assert not (fresh / "ckpt.pt").exists()
 
 
 # ----------------------------------------------------------------------------- distributed
