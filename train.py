@@ -1158,12 +1158,19 @@ def train(config, ddp, given, stopper):
         elif master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
             print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
                   "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
+    if master and decay_lr and min_lr > learning_rate and not eval_only:  # get_lr floors it at the peak
+        print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
+              f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
     ckpt = None  # free the memory
     total, non_embedding = raw_model.get_num_params(non_embedding=False), raw_model.get_num_params()
-    # nanoGPT leaves out the learned position table and an untied wte: with neither, the two counts agree
-    counted = (f"{non_embedding:,} non-embedding, as nanoGPT counts" if non_embedding != total else
-               f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {raw_model.config.position} "
-               "positions have no learned table to subtract")
+    # nanoGPT's get_num_params leaves out the learned position table (its head is always tied to wte);
+    # an untied wte, a lookup as wpe is, is left out too, which nanoGPT has no case of: said so
+    counted = (f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {raw_model.config.position} "
+               "positions have no learned table to subtract" if non_embedding == total else
+               f"{non_embedding:,} non-embedding, as nanoGPT counts" if raw_model.config.tie_weights else
+               f"{non_embedding:,} non-embedding: without the untied wte"
+               + (" and wpe (nanoGPT, always tied, leaves out wpe alone)" if raw_model.config.position == "learned"
+                  else " (nanoGPT, always tied, would leave out nothing)"))
     say(f"{total:,} parameters ({counted}) | vocab {meta['vocab_size']} ({meta['tokenizer']}) | "
         f"train {len(train_data):,} tokens, val {len(val_data):,}")
     threads = torch.get_num_threads()

@@ -475,8 +475,9 @@ def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, 
     """nanoGPT's non-embedding count leaves out the learned position table (and an untied wte): with rope and
     a tied head there is nothing to leave out, and the line says why rather than printing one number twice."""
     lines = {}
-    for position in ("learned", "rope"):
-        result = run_train("--max_iters=0", f"--position={position}", data=data_dir, out=tmp_path / position)
+    for position in ("learned", "rope", "untied"):
+        switch = "--tie_weights=false" if position == "untied" else f"--position={position}"
+        result = run_train("--max_iters=0", switch, data=data_dir, out=tmp_path / position)
         assert result.returncode == 0, result.stderr
         lines[position] = next(line for line in result.stdout.splitlines() if " parameters (" in line)
     learned = re.match(r"([\d,]+) parameters \(([\d,]+) non-embedding, as nanoGPT counts\) \|", lines["learned"])
@@ -485,6 +486,20 @@ def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, 
     assert total - non_embedding == 16 * 16  # wpe: block_size x n_embd
     assert lines["rope"].startswith(f"{non_embedding:,} parameters (all non-embedding, as nanoGPT counts: the head is "
                                     "tied to wte, and rope positions have no learned table to subtract) |"), lines
+    # untied, wte is left out too, which nanoGPT (always tied) never does: not "as nanoGPT counts"
+    untied_total = total + VOCAB * 16  # the head's own weight
+    assert lines["untied"].startswith(f"{untied_total:,} parameters ({non_embedding:,} non-embedding: without the "
+                                      "untied wte and wpe (nanoGPT, always tied, leaves out wpe alone)) |"), lines
+
+
+def test_min_lr_above_the_peak_is_said(tmp_path, data_dir):
+    """--min_lr=1 (a typo for 1e-4, say) would hold the lr flat at the peak: the run says so once."""
+    result = run_train("--max_iters=2", "--learning_rate=3e-3", "--min_lr=1", data=data_dir, out=tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("warning: min_lr=1 is above learning_rate=0.003: the lr stays at 0.003 after "
+                               "warmup, with no decay\n") == 1
+    quiet = run_train("--max_iters=2", "--learning_rate=3e-3", "--min_lr=3e-3", data=data_dir, out=tmp_path / "o2")
+    assert "warning" not in quiet.stderr  # a flat schedule asked for in so many words
 
 
 def test_startup_line_counts_processes_and_threads_in_words(tmp_path, data_dir):
