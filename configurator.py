@@ -141,6 +141,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
         sys.exit(0)
     given = {} if given is None else given
     config = dict(defaults)
+    typed, undone = {}, []  # --key=value typed so far; those a config file after them set again
     for i, arg in enumerate(argv):
         if not arg.startswith("--") and not files:
             raise ConfigError(f"expected --key=value, got '{arg}'{_meant(arg, defaults)}")
@@ -166,6 +167,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     raise _unknown(key, defaults, f"in {arg}", in_file=True)
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
                 given[key] = f"in {arg}"
+                if key in typed:
+                    undone.append(f"{typed.pop(key)} comes before {arg}, which sets {key}={config[key]!r}")
         else:
             key, eq, text = arg[2:].partition("=")
             if key not in defaults:  # first: --quik says which key was meant, not that it lacks =value
@@ -177,7 +180,18 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
             given[key] = "on the command line"
+            typed[key] = arg
+    if undone and says_warnings():  # left to right is the rule (nanoGPT's too), but argparse users expect otherwise
+        print(f"warning: {'; '.join(undone)}: the file's value holds (put --key=value after the config files)",
+              file=sys.stderr)
     return config
+
+
+def says_warnings():
+    """A config warning is said once: by a plain run or --nproc's launcher (whose processes run the same
+    command again), and by torchrun's rank 0."""
+    rank = os.environ.get("RANK")
+    return rank is None or (rank == "0" and "TORCHELASTIC_RUN_ID" in os.environ)
 
 
 HELP = ("-h", "--help")

@@ -41,9 +41,8 @@ class GPTConfig:
     attention: str = "sdpa"  # "sdpa" (fused kernel) | "manual" (explicit T x T scores)
     tie_weights: bool = True  # lm_head shares its weight with wte
     activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (exact erf: nanoGPT's nn.GELU)
-    # sinusoidal only: the table's amplitude. sin/cos of amplitude 1 would drown the token embeddings
-    # (init std 0.02) ~35 to 1; this gives the table their RMS, as a learned wpe's init has
-    sinusoidal_scale: float = 0.02 * math.sqrt(2)
+    # sin/cos of amplitude 1 would drown the token embeddings (init std 0.02) ~35 to 1
+    sinusoidal_scale: float = 0.02 * math.sqrt(2)  # sinusoidal only: the table's amplitude, for wte's RMS
 
     def __post_init__(self):
         def bad(field, why):
