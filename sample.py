@@ -35,7 +35,7 @@ num_samples = 3  # samples, one after another, separated by a line of dashes
 max_new_tokens = 500  # tokens generated per sample (characters, for a char-level model)
 temperature = 0.8  # 0 = greedy (always the most likely token); above 1 = more random
 top_k = 200  # sample only among the k most likely tokens; None = all
-top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p; None = off
+top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p (0: the top one); None = off
 seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
 dtype = "auto"  # "auto" (bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32) | "float32" | "bfloat16" | "float16"
@@ -59,8 +59,8 @@ def check(cfg):
     if cfg["top_k"] is not None and (not isinstance(cfg["top_k"], int) or isinstance(cfg["top_k"], bool) or cfg["top_k"] < 1):
         raise ConfigError(f"top_k must be a positive integer or None, got {cfg['top_k']!r}")
     p = cfg["top_p"]
-    if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 < p <= 1):
-        raise ConfigError(f"top_p must be a number in (0, 1] or None, got {p!r}")
+    if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1):
+        raise ConfigError(f"top_p must be a number in [0, 1] or None, got {p!r}")
     check_init_from(cfg["init_from"], ("resume",))
     if cfg["ckpt"] and not cfg["ckpt"].endswith(".pt"):
         raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {cfg['ckpt']!r}")

@@ -95,7 +95,8 @@ def test_top_p_and_top_k_one_are_greedy(out_dir, capsys):
     greedy, _ = run_sample(capsys, *base, "--temperature=0")
     top_k1, _ = run_sample(capsys, *base, "--temperature=1.0", "--top_k=1")
     top_p_small, _ = run_sample(capsys, *base, "--temperature=1.0", "--top_k=None", "--top_p=1e-9")
-    assert greedy == top_k1 == top_p_small
+    top_p_zero, _ = run_sample(capsys, *base, "--temperature=1.0", "--top_k=None", "--top_p=0")  # as model.py's
+    assert greedy == top_k1 == top_p_small == top_p_zero
 
 
 def test_best_pt_preferred_unless_ckpt_given(out_dir, capsys):
@@ -230,7 +231,7 @@ def bad_cases(out_dir):
                                       f"tokens but the model only {len(VOCAB)}: not this model's; name its meta.json "
                                       "(or nanoGPT's meta.pkl) with --meta=PATH"),
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
-        "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in (0, 1]"),
+        "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in [0, 1]"),
         "bad init_from": (["--init_from=llama"], "init_from folder llama does not exist; init_from takes resume, gpt2"),
         "made-up GPT-2 size": (["--init_from=gpt2-xxl"], "init_from takes resume, gpt2, gpt2-medium, gpt2-large, gpt2-xl"),
         "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not "
