@@ -223,7 +223,9 @@ def ensure_data(data_dir, master, ddp):
     rc = [0]
     if master:
         print(f"{data_dir} has no train.bin/val.bin/meta.json yet: running its prepare.py", flush=True)
-        rc[0] = subprocess.run([sys.executable, prepare], cwd=data_dir).returncode
+        # told so, a prepare.py can refuse what no one should start unasked (OpenWebText's 55 GB)
+        rc[0] = subprocess.run([sys.executable, prepare], cwd=data_dir,
+                               env=dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")).returncode
     if ddp:
         dist.broadcast_object_list(rc, src=0)
     if rc[0] == 2:  # bad input, which prepare.py has said in its own one line (as every script here does)

@@ -431,6 +431,20 @@ def test_openwebtext_without_datasets_is_one_line_error(tmp_path):
     assert proc.stderr.strip() == "error: OpenWebText needs Hugging Face datasets: pip install datasets"
 
 
+def test_train_does_not_start_openwebtexts_download_unasked(tmp_path):
+    """train.py runs a dataset's prepare.py where its bins are missing; OpenWebText's is 55 GB, which it
+    refuses to start that way (with or without datasets installed), saying the command to run."""
+    owt = os.path.join(REPO, "data", "openwebtext")
+    if os.path.isfile(os.path.join(owt, "train.bin")):
+        pytest.skip("OpenWebText is prepared here: train.py would not run its prepare.py")
+    proc = subprocess.run([sys.executable, "train.py", "--dataset=openwebtext", f"--out_dir={tmp_path / 'out'}",
+                           "--device=cpu", "--max_iters=1"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "running its prepare.py" in proc.stdout
+    assert proc.stderr == ("error: OpenWebText is a ~55 GB download (~17 GB written here): train.py does not start "
+                           "that for you; run it yourself: pip install datasets && python data/openwebtext/prepare.py\n")
+    assert not any(name.endswith((".bin", ".json")) for name in os.listdir(owt)) and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("args, error", [
     (["8"], "expected --key=value, got '8'"),  # not run as a config file
     (["--num_proc"], "expected --key=value, got '--num_proc'"),
