@@ -22,7 +22,7 @@ out_dir receives:
     meta.json   the dataset's tokenizer, so sample.py can decode
     loss.png    the loss curves and the gradient norm (if matplotlib is installed)
     previous/   earlier runs: a new run (not a resume) into an out_dir that holds one first moves its files,
-                and the folders export.py wrote there (hf/), to previous/<when it last wrote>-iter<N>/, says so,
+                and the folders export.py wrote there (hf/), to previous/<when it last saved>-iter<N>/, says so,
                 and sample.py reads that folder as before; ending having trained nothing (stopped before its
                 first iteration, max_iters=0), the new run puts it back. While one run trains into out_dir,
                 a second one there is refused (an flock on the folder, where the filesystem has one)
@@ -522,7 +522,7 @@ def run_summary(out_dir):
 def keep_previous_run(out_dir):
     """
     A new run into an out_dir that holds an earlier run's checkpoints or log first moves that run's files
-    to out_dir/previous/<when it last wrote>-iter<N>/: a rename each, cheap at any size, and sample.py
+    to out_dir/previous/<when it last saved>-iter<N>/: a rename each, cheap at any size, and sample.py
     reads that folder as it read out_dir. Its Hugging Face exports (export.py's hf/, or any folder inside
     out_dir export.py wrote) go with it: left behind, --init_from=out_dir/hf would load the old model.
     Returns a line saying so and the folder it went to, or (None, None) if out_dir held no run.
@@ -534,7 +534,9 @@ def keep_previous_run(out_dir):
     iter_num, best = run_summary(out_dir)
     files = [n for n in RUN_FILES if os.path.isfile(path(n))]
     exports = [n for n in sorted(os.listdir(out_dir)) if n != "previous" and is_export(path(n))]
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
+    # when it last saved: a resume that trained nothing rewrites the log and meta.json, never a checkpoint
+    saved = [n for n in ("ckpt.pt", "best.pt") if n in files] or files
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in saved)))
     dest = os.path.join(out_dir, "previous", stamp + (f"-iter{iter_num}" if iter_num is not None else ""))
     while os.path.exists(dest):
         dest += "+"

@@ -258,6 +258,20 @@ def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     assert len(list((out / "previous").iterdir())) == 2
 
 
+def test_the_run_moved_aside_is_named_for_when_it_last_saved(tmp_path, data_dir):
+    """A resume that trained nothing rewrites the log and meta.json, not the checkpoints: the folder the next
+    run moves the run to carries the checkpoints' time, not that resume's."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    saved = time.mktime((2020, 1, 2, 3, 4, 5, 0, 0, -1))
+    for name in ("ckpt.pt", "best.pt"):
+        os.utime(out / name, (saved, saved))
+    assert "nothing to train" in run_train("--init_from=resume", "--max_iters=2", data=data_dir, out=out).stdout
+    assert os.path.getmtime(out / "log.jsonl") > saved + 86400  # rewritten just now
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    assert [p.name for p in (out / "previous").iterdir()] == ["20200102-030405-iter2"]
+
+
 def test_no_checkpoint_points_to_the_run_moved_aside(tmp_path, data_dir):
     """The main job run again and stopped before its first checkpoint leaves out_dir with no ckpt.pt: the
     trained run is in previous/, and sample.py and a resume say where rather than just "no checkpoint"."""
