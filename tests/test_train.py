@@ -697,8 +697,7 @@ def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
     """While a run trains into out_dir, a second run there (new or resumed) is one line, and touches
     nothing: the live run's files stay, and it goes on to save. Once it has ended, out_dir is free."""
     out = tmp_path / "out"
-    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
-           "--max_iters=1000000", "--eval_interval=2", "--lr_decay_iters=1000000"]
+    cmd = train_cmd(out, data_dir, "--max_iters=1000000", "--eval_interval=2", "--lr_decay_iters=1000000")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
