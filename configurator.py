@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import textwrap
+import time
 import tokenize
 import types
 
@@ -494,7 +495,8 @@ def run(main):
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and
     a Ctrl-C or SIGTERM the script did not handle itself one line and 130 or 143, as the shell reports
     them (a SIGTERM would otherwise end the process on the spot, mid-line and without a word).
-    Under torchrun every process meets the same bad input: only rank 0 says so.
+    Under torchrun every process meets the same bad input: only rank 0 says so, and the others leave a
+    moment later (torchrun ends the rest when the first process exits, and rank 0 could go unheard).
     """
     speak = os.environ.get("RANK", "0") == "0"
     before = signal.signal(signal.SIGTERM, _terminate)
@@ -506,6 +508,8 @@ def run(main):
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
+        else:
+            time.sleep(2)
         sys.exit(2)
     except KeyboardInterrupt as e:
         if speak:
