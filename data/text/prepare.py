@@ -4,10 +4,11 @@ Your own text as a dataset:
     python data/text/prepare.py --input=notes.txt --tokenizer=char
     python data/text/prepare.py --input=my_books/ --tokenizer=gpt2 --out_dir=data/books
 
-A file is read as UTF-8 text: a byte-order mark at its start is dropped, and Windows line ends (\r\n)
-become \n, so neither becomes a token. A folder means all its *.txt files, in sorted order, joined by
-blank lines. The last val_fraction of the text is the validation split. Then train with --dataset=<the out_dir's folder name>, e.g.
-python train.py config/tiny.py --dataset=text (train.py reads data/<dataset>/).
+A file is read as UTF-8 text: a byte-order mark at its start is dropped, and Windows line ends (CR LF)
+become LF, so neither becomes a token. A folder means all its *.txt files, in sorted order, joined by
+blank lines. The last val_fraction of the text is the validation split. Then train with
+--dataset=<the out_dir's folder name>, e.g. python train.py config/tiny.py --dataset=text (train.py reads
+data/<dataset>/).
 --key value, with a space, works too (--input notes.txt).
 """
 
