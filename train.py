@@ -591,7 +591,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     return log_file, moved, moved_to
 
 
-OUT_DIR_LOCKS = []  # the open folders this process holds locked (one per run; main lets them go at its end)
+OUT_DIR_LOCKS = {}  # folder -> its open descriptor, locked by this process (main lets them go at its end)
 
 
 def lock_out_dir(out_dir):
@@ -601,7 +601,7 @@ def lock_out_dir(out_dir):
     behind) and goes with the process, however it ends. Where there is no flock (Windows, some network
     filesystems) runs go unlocked, as before.
     """
-    if fcntl is None:
+    if fcntl is None or os.path.realpath(out_dir) in OUT_DIR_LOCKS:  # held since the run began
         return
     fd = os.open(out_dir, os.O_RDONLY)
     try:
@@ -613,12 +613,12 @@ def lock_out_dir(out_dir):
     except OSError:
         os.close(fd)
         return
-    OUT_DIR_LOCKS.append(fd)
+    OUT_DIR_LOCKS[os.path.realpath(out_dir)] = fd
 
 
 def unlock_out_dirs():
     while OUT_DIR_LOCKS:
-        os.close(OUT_DIR_LOCKS.pop())  # closing the folder's descriptor lets its lock go
+        os.close(OUT_DIR_LOCKS.popitem()[1])  # closing the folder's descriptor lets its lock go
 
 
 def keep_nanogpt_checkpoint(out_dir):
@@ -889,6 +889,8 @@ def train(config, ddp, given, stopper):
     rank = dist.get_rank() if ddp else 0
     world_size = dist.get_world_size() if ddp else 1
     master = rank == 0  # only this process prints and writes files
+    if master and not eval_only and os.path.isdir(out_dir):  # a run training there now: refused before any work
+        lock_out_dir(out_dir)  # (a new out_dir is made, and locked, last before training: open_out_dir)
     accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
     tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
     device_type = torch.device(device).type

@@ -709,6 +709,7 @@ def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
         for extra in ([], ["--init_from=resume"]):
             second = run_train("--max_iters=3", "--eval_interval=3", *extra, data=data_dir, out=out)
             assert_one_line_error(second, 2, f"another train.py is writing to out_dir={out} now")
+            assert second.stdout == ""  # refused first, before any work or line
             assert files() == names  # nothing moved aside to previous/, nothing new written
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
