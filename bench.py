@@ -912,9 +912,9 @@ def main(argv=None):
         raise ConfigError(f"num_threads must not be negative, got {cfg['num_threads']} (0: torch's default)")
     if cfg["num_threads"] > 0:
         torch.set_num_threads(cfg["num_threads"])
+    json_dir = os.path.dirname(os.path.abspath(cfg["json"]))
     if cfg["json"]:  # checked now, not after minutes of measuring
-        where = os.path.dirname(os.path.abspath(cfg["json"]))
-        why = "it is a folder" if os.path.isdir(cfg["json"]) else unwritable(where)
+        why = "it is a folder" if os.path.isdir(cfg["json"]) else unwritable(json_dir)
         if why:
             raise ConfigError(f"cannot write --json={cfg['json']}: {why}")
     torch.manual_seed(cfg["seed"])
@@ -932,7 +932,7 @@ def main(argv=None):
     if cfg["json"]:
         report = {"mode": mode, "machine": machine, "settings": cfg, **result}
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(cfg["json"])), exist_ok=True)
+            os.makedirs(json_dir, exist_ok=True)
             with open(cfg["json"], "w") as f:
                 json.dump(report, f, indent=1)
         except OSError as e:

@@ -99,8 +99,9 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # torch's own text would suggest weights_only=False: never, for a file from outside
-        if names_code(e):
-            raise ConfigError(f"refused checkpoint {path}: {names_code(e)}{other_checkpoint(path)}") from None
+        named = names_code(e)
+        if named:
+            raise ConfigError(f"refused checkpoint {path}: {named}{other_checkpoint(path)}") from None
         raise ConfigError(f"cannot read checkpoint {path}: truncated, corrupt, or not a tensors-only torch file "
                           f"({type(e).__name__}){other_checkpoint(path)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:

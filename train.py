@@ -601,9 +601,10 @@ def lock_out_dir(out_dir):
     behind) and goes with the process, however it ends. Where there is no flock (Windows, some network
     filesystems) runs go unlocked, as before.
     """
-    if fcntl is None or os.path.realpath(out_dir) in OUT_DIR_LOCKS:  # held since the run began
+    folder = os.path.realpath(out_dir)
+    if fcntl is None or folder in OUT_DIR_LOCKS:  # held since the run began
         return
-    fd = os.open(out_dir, os.O_RDONLY)
+    fd = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -613,7 +614,7 @@ def lock_out_dir(out_dir):
     except OSError:
         os.close(fd)
         return
-    OUT_DIR_LOCKS[os.path.realpath(out_dir)] = fd
+    OUT_DIR_LOCKS[folder] = fd
 
 
 def unlock_out_dirs():
