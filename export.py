@@ -35,7 +35,7 @@ import torch
 from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
 from configurator import ConfigError, config_keys, configure, run, unwritable
 from sample import load_run
-from sizing import param_counts
+from sizing import non_embedding_label, param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
 
 # -----------------------------------------------------------------------------
@@ -204,9 +204,7 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     counts = param_counts(config)
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
-    split = (f"{counts['non_embedding']:,} non-embedding" if counts["non_embedding"] != counts["total"] else
-             "all non-embedding as nanoGPT counts: no learned position table, and the head tied to wte")
-    params = f"{counts['total']:,} ({split}), counted by glassgpt's sizing.py"
+    params = f"{counts['total']:,} ({non_embedding_label(config, counts)}), counted by glassgpt's sizing.py"
     if arch == "gpt2" and not config.bias:
         params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
                    "reads back as none)")

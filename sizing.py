@@ -82,6 +82,23 @@ def param_counts(config):
     return c
 
 
+def non_embedding_label(config, counts=None):
+    """
+    How the non-embedding count relates to nanoGPT's, for a line such as "N parameters (<this>)".
+    nanoGPT's get_num_params leaves out the learned position table (its head is always tied to wte);
+    an untied wte, a lookup as wpe is, is left out too, which nanoGPT has no case of: said so.
+    """
+    c = counts or param_counts(config)
+    if c["non_embedding"] == c["total"]:
+        return (f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {config.position} "
+                "positions have no learned table to subtract")
+    if config.tie_weights:
+        return f"{c['non_embedding']:,} non-embedding, as nanoGPT counts"
+    return (f"{c['non_embedding']:,} non-embedding: without the untied wte"
+            + (" and wpe (nanoGPT, always tied, leaves out wpe alone)" if config.position == "learned"
+               else " (nanoGPT, always tied, would leave out nothing)"))
+
+
 def forward_flops(config, seq_len):
     """
     Forward FLOPs per token by component (a matmul (m,k)@(k,n) costs 2mkn), in the spirit of

@@ -79,7 +79,7 @@ from checkpoint import (check_init_from, checkpoint_summary, current_model_args,
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
-from sizing import activation_bytes, memory_bytes
+from sizing import activation_bytes, memory_bytes, non_embedding_label
 from tokenizer import find_meta, read_meta, write_meta
 
 # -----------------------------------------------------------------------------
@@ -1169,15 +1169,8 @@ def train(config, ddp, given, stopper):
         print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
               f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
     ckpt = None  # free the memory
-    total, non_embedding = raw_model.get_num_params(non_embedding=False), raw_model.get_num_params()
-    # nanoGPT's get_num_params leaves out the learned position table (its head is always tied to wte);
-    # an untied wte, a lookup as wpe is, is left out too, which nanoGPT has no case of: said so
-    counted = (f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {raw_model.config.position} "
-               "positions have no learned table to subtract" if non_embedding == total else
-               f"{non_embedding:,} non-embedding, as nanoGPT counts" if raw_model.config.tie_weights else
-               f"{non_embedding:,} non-embedding: without the untied wte"
-               + (" and wpe (nanoGPT, always tied, leaves out wpe alone)" if raw_model.config.position == "learned"
-                  else " (nanoGPT, always tied, would leave out nothing)"))
+    total = raw_model.get_num_params(non_embedding=False)
+    counted = non_embedding_label(raw_model.config)
     say(f"{total:,} parameters ({counted}) | vocab {meta['vocab_size']} ({meta['tokenizer']}) | "
         f"train {len(train_data):,} tokens, val {len(val_data):,}")
     threads = torch.get_num_threads()
