@@ -571,11 +571,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     nanoGPT's meta.pkl instead), and log.jsonl opens with the records a
     resume keeps (those before its iteration). Returns the open log and keep_previous_run's line and folder.
     """
-    try:  # preflight's check_out_dir found it writable; a folder on its path may have gone since
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
-    lock_out_dir(out_dir)
+    claim_out_dir(out_dir)  # held since train() began, unless the folder has gone since
     moved, moved_to = keep_previous_run(out_dir) if resume_iter is None else (None, None)
     meta_out, meta_in = os.path.join(out_dir, "meta.json"), os.path.join(data_dir, "meta.json")
     if not os.path.isfile(meta_in):
@@ -592,6 +588,19 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
 
 
 OUT_DIR_LOCKS = {}  # folder -> its open descriptor, locked by this process (main lets them go at its end)
+OUT_DIR_MADE = []  # out_dirs this process made: removed at its end if the run left them empty
+
+
+def claim_out_dir(out_dir):
+    """Make out_dir if it is new, and lock it for this run (lock_out_dir). Raises ConfigError."""
+    try:  # preflight's check_out_dir found it writable; a folder on its path may have gone since
+        os.makedirs(out_dir)
+        OUT_DIR_MADE.append(out_dir)
+    except FileExistsError:  # there already, or another run made it just now: the lock decides
+        pass
+    except OSError as e:
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
+    lock_out_dir(out_dir)
 
 
 def lock_out_dir(out_dir):
@@ -617,7 +626,14 @@ def lock_out_dir(out_dir):
     OUT_DIR_LOCKS[folder] = fd
 
 
-def unlock_out_dirs():
+def release_out_dirs():
+    """At the process's end: an out_dir it made, locked and left empty (bad input, a stop during setup) goes
+    while still locked, so no other run is using it; then the locks go. (A run refused by the lock leaves
+    the folder it made to the run that holds it.)"""
+    for folder in OUT_DIR_MADE:
+        if os.path.realpath(folder) in OUT_DIR_LOCKS:
+            with suppress(OSError):  # rmdir removes only an empty folder
+                os.rmdir(folder)
     while OUT_DIR_LOCKS:
         os.close(OUT_DIR_LOCKS.popitem()[1])  # closing the folder's descriptor lets its lock go
 
@@ -874,7 +890,7 @@ def main():
         if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
             dist.barrier()
     finally:
-        unlock_out_dirs()
+        release_out_dirs()
         if ddp:
             dist.destroy_process_group()
     code = 128 + signum if signum else 0
@@ -890,8 +906,8 @@ def train(config, ddp, given, stopper):
     rank = dist.get_rank() if ddp else 0
     world_size = dist.get_world_size() if ddp else 1
     master = rank == 0  # only this process prints and writes files
-    if master and not eval_only and os.path.isdir(out_dir):  # a run training there now: refused before any work
-        lock_out_dir(out_dir)  # (a new out_dir is made, and locked, last before training: open_out_dir)
+    if master and not eval_only:  # a run training there now: refused before any work or line
+        claim_out_dir(out_dir)
     accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
     tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
     device_type = torch.device(device).type

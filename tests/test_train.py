@@ -725,6 +725,39 @@ def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
     assert [load_checkpoint(p / "ckpt.pt")["iter_num"] for p in (out / "previous").iterdir()] == [kept]
 
 
+@pytest.mark.skipif(os.name != "posix", reason="out_dir's lock is an flock: POSIX only")
+def test_two_runs_started_together_into_a_new_out_dir(tmp_path, data_dir):
+    """Two runs launched at once into an out_dir that does not exist yet: the folder is made and locked as
+    train() begins, so the loser is refused before any line, and the winner trains on undisturbed."""
+    out = tmp_path / "new" / "out"
+    cmd = train_cmd(out, data_dir, "--max_iters=6", "--eval_interval=3")
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    refused = [r for r in results if r[0] == 2]
+    assert len(refused) == 1, results
+    code, stdout, stderr = refused[0]
+    assert stderr.strip() == f"error: another train.py is writing to out_dir={out} now: let it end (or stop " \
+                             "it), or pass another --out_dir" and stdout == "", (stdout, stderr)
+    assert [r[0] for r in results if r is not refused[0]] == [0]
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6 and not (out / "previous").exists()
+
+
+def test_a_failed_run_removes_the_empty_out_dir_it_made(tmp_path, data_dir):
+    """out_dir is made as train() begins; a run that fails before writing anything there (here: a model
+    that cannot be built: a folder with a config but no weights) takes the empty folder away again, and
+    leaves one that was there before alone."""
+    weightless = tmp_path / "weightless"
+    weightless.mkdir()
+    (weightless / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1}')
+    out = tmp_path / "new"
+    result = run_train(f"--init_from={weightless}", data=data_dir, out=out)
+    assert_one_line_error(result, 2)  # "cannot build the model", or that transformers is missing
+    assert not out.exists()
+    out.mkdir()
+    assert run_train(f"--init_from={weightless}", data=data_dir, out=out).returncode == 2 and out.is_dir()
+
+
 def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
     """A process that dies halfway through writing ckpt.pt leaves the previous ckpt.pt whole."""
     out = tmp_path / "out"
