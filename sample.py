@@ -84,14 +84,24 @@ def load_model(cfg):
         found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
         meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
         loaded = f"loaded {'GPT-2' if model.config.position != 'rope' else 'Arcee'} weights {name}"
-    if meta["vocab_size"] > model.config.vocab_size:  # another dataset's (a run copied away from its data/)
-        raise ConfigError(f"the tokenizer from {meta_from} has {meta['vocab_size']} tokens but the model only "
-                          f"{model.config.vocab_size}: not this model's; name its meta.json (or nanoGPT's "
-                          "meta.pkl) with --meta=PATH")
-    if meta["tokenizer"] == "char" and meta["vocab_size"] < model.config.vocab_size:  # trained on these? seldom
-        meta_from += (f" (warning: its {meta['vocab_size']} characters are fewer than the model's "
-                      f"{model.config.vocab_size} ids, which print as \ufffd: this model's meta.json?)")
+        meta_from = check_meta_fits(meta, meta_from, model.config.vocab_size)
     return model, meta, f"{loaded}, tokenizer from {meta_from}"
+
+
+def check_meta_fits(meta, meta_from, vocab_size):
+    """
+    A tokenizer with more tokens than the model has ids is another dataset's (a run copied away from its
+    data/, a nanoGPT run beside this repo's own data/shakespeare_char): refused in one line. One with fewer
+    characters may be too (seldom does a run train on characters it lacks): meta_from, returned, says so.
+    """
+    if meta["vocab_size"] > vocab_size:
+        raise ConfigError(f"the tokenizer from {meta_from} has {meta['vocab_size']} tokens but the model only "
+                          f"{vocab_size}: not this model's; name its meta.json (or nanoGPT's meta.pkl) with "
+                          "--meta=PATH")
+    if meta["tokenizer"] == "char" and meta["vocab_size"] < vocab_size:
+        meta_from += (f" (warning: its {meta['vocab_size']} characters are fewer than the model's "
+                      f"{vocab_size} ids, which print as \ufffd: this model's meta.json?)")
+    return meta_from
 
 
 def better_latest(path, checkpoint):
@@ -136,7 +146,7 @@ def load_run(folder, ckpt="", meta=""):
         raise ConfigError(f"{path} does not hold a model this code can build: "
                           + (why if isinstance(e, ValueError) else f"{type(e).__name__}: {why}")) from None
     meta, meta_from = read_meta_path(meta) if meta else meta_for_run(folder, checkpoint.get("config") or {})
-    return checkpoint, path, model, meta, meta_from
+    return checkpoint, path, model, meta, check_meta_fits(meta, meta_from, model.config.vocab_size)
 
 
 def meta_for_run(folder, train_config):

@@ -208,6 +208,20 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert (tmp_path / "out" / "config.json").read_text() != "{}"
 
 
+def test_another_datasets_tokenizer_is_refused_as_sample_py_refuses_it(tmp_path):
+    """A nanoGPT run (65 characters) whose meta.pkl is not beside it took this repo's data/<dataset>/meta.json,
+    76 characters offline: the export wrote that tokenizer and a model card saying so, and transformers then
+    read ids past the model's table. Now it is one line, as sample.py says it, and nothing is written."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    tokenizer.write_meta(tmp_path / "other", tokenizer.char_meta(CHARS + "012456789@"))  # none in CHARS
+    with pytest.raises(ConfigError) as caught:
+        export.main([f"--out_dir={tmp_path / 'run'}", f"--meta={tmp_path / 'other' / 'meta.json'}"])
+    assert str(caught.value) == (f"the tokenizer from {tmp_path / 'other' / 'meta.json'} has {len(CHARS) + 10} "
+                                 f"tokens but the model only {len(CHARS)}: not this model's; name its meta.json "
+                                 "(or nanoGPT's meta.pkl) with --meta=PATH")
+    assert not (tmp_path / "run" / "hf").exists()
+
+
 def test_a_folder_it_cannot_write_is_one_line_before_the_work(tmp_path):
     """A read-only out_dir ended in transformers' PermissionError traceback (a user's trial); a file where
     the folder should be, the same way. Both are found before the model is read."""
