@@ -83,21 +83,30 @@ def arcee_config(config, meta):
 
 
 def arcee_state_dict(model):
-    """Our weights under Arcee's names: the fused c_attn cut into q, k and v (rows [q; k; v], as we split)."""
+    """
+    Our weights under Arcee's names: the fused c_attn cut into q, k and v (rows [q; k; v], as we split).
+    Every tensor must find its place: one model.py gained (a fork's new weight) is refused, not dropped,
+    which would leave transformers computing another model.
+    """
     sd = {k: v.detach().float() for k, v in model.state_dict().items()}
     C = model.config.n_embd
-    out = {"model.embed_tokens.weight": sd["transformer.wte.weight"], "model.norm.weight": sd["transformer.ln_f.weight"]}
+    out = {"model.embed_tokens.weight": sd.pop("transformer.wte.weight"),
+           "model.norm.weight": sd.pop("transformer.ln_f.weight")}
+    head = sd.pop("lm_head.weight", None)  # tied: the same matrix as wte
     if not model.config.tie_weights:
-        out["lm_head.weight"] = sd["lm_head.weight"]
+        out["lm_head.weight"] = head
     for i in range(model.config.n_layer):
         ours, theirs = f"transformer.h.{i}.", f"model.layers.{i}."
         for kind in ("weight", "bias"):
             if ours + "attn.c_attn." + kind in sd:
-                for name, part in zip(("q_proj", "k_proj", "v_proj"), sd[ours + "attn.c_attn." + kind].split(C)):
+                for name, part in zip(("q_proj", "k_proj", "v_proj"), sd.pop(ours + "attn.c_attn." + kind).split(C)):
                     out[f"{theirs}self_attn.{name}.{kind}"] = part.clone()
             for a, b in ARCEE_NAMES.items():
                 if f"{ours}{a}.{kind}" in sd:
-                    out[f"{theirs}{b}.{kind}"] = sd[f"{ours}{a}.{kind}"]
+                    out[f"{theirs}{b}.{kind}"] = sd.pop(f"{ours}{a}.{kind}")
+    if sd:
+        raise ConfigError(f"export: weights do not match ArceeForCausalLM's layout (no place for "
+                          f"{sorted(sd)[:3]}{' and more' if len(sd) > 3 else ''})")
     return out
 
 

@@ -158,6 +158,20 @@ def test_rope_rmsnorm_model_exports_as_arcee(tmp_path, switches):
     assert pipe(TEXT, max_new_tokens=8, do_sample=False)[0]["generated_text"] == greedy
 
 
+@pytest.mark.parametrize("switches", [dict(), dict(position="rope", norm="rmsnorm", bias=False)])
+def test_a_weight_the_architecture_has_no_place_for_is_refused(tmp_path, switches):
+    """A fork's model.py with a new weight (a per-head gain on q, say): the Arcee export dropped it and wrote a
+    folder whose logits differed by 2.2 (exit 0); GPT-2's was refused. Both are one line now, nothing written."""
+    if switches:
+        pytest.importorskip("transformers.models.arcee", reason="Arcee needs transformers >= 4.53")
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, **switches)
+    model.transformer.h[1].attn.register_parameter("q_gain", torch.nn.Parameter(torch.full((16,), 2.0)))
+    with pytest.raises(ConfigError, match=r"weights do not match \w+'s layout .*transformer\.h\.1\.attn\.q_gain"):
+        export.export_hf(model, meta, {}, str(tmp_path / "hf"), "ckpt.pt", "x")
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
 def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
