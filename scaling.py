@@ -417,7 +417,10 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     jobs = jobs or cores
     threads = max(1, cores // jobs)
     base = [os.path.join(here, "config", "tiny.py")] if os.path.exists(os.path.join(here, "config", "tiny.py")) else []
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:  # a file of that name, a folder on its path that is a file, /proc
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
     print(f"{len(runs)} trainings on {data_dir} (vocab {vocab_size}), {sum(r['flops'] for r in runs):.2e} "
           f"FLOPs in all, {jobs} at a time, into {out_dir}/", flush=True)
     todo = []

@@ -226,6 +226,8 @@ def main():
     seq_len, dataset, data_dir, optimizer = (cfg.pop(k) for k in ("seq_len", "dataset", "data_dir", "optimizer"))
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    if seq_len < 0:  # 0 means block_size
+        raise ConfigError(f"seq_len must not be negative (0: block_size), got {seq_len}")
     if not cfg["vocab_size"]:
         vocab, path = dataset_vocab(dataset, data_dir)
         cfg["vocab_size"] = vocab or GPTConfig.vocab_size

@@ -187,6 +187,21 @@ def test_sweep_runs_do_not_follow_tiny_py(tmp_path):
     assert cfg["max_iters"] == cfg["lr_decay_iters"] == run["iters"] and cfg["n_layer"] == run["n_layer"]
 
 
+def test_sweep_out_dir_it_cannot_make_is_one_line(tmp_path):
+    """A file where out_dir would go, or under it: makedirs' traceback, exit 1 (a user's trial). Now one line."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                "itos": [chr(65 + i) for i in range(8)]}))
+    (tmp_path / "file").write_text("mine")
+    for out_dir in (tmp_path / "file", tmp_path / "file" / "sub"):
+        p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
+                            f"--data_dir={data}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert (p.returncode, p.stdout) == (2, "") and p.stderr.startswith(f"error: cannot use out_dir='{out_dir}': ")
+        assert p.stderr.count("\n") == 1, p.stderr
+    assert (tmp_path / "file").read_text() == "mine"
+
+
 def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     """SIGINT to the sweep alone: queued trainings do not start, running ones end, one line, exit 130."""
     import signal

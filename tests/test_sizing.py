@@ -272,6 +272,7 @@ def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
     (("--n_embd=100", "--n_head=3"), "n_embd"),
     (("--n_layer=two",), "n_layer"),
     (("no_such_config.py",), "no_such_config.py"),
+    (("--seq_len=-5",), "seq_len must not be negative"),  # printed negative FLOPs
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, needle):
     r = sizing(*args, real=args == ("--bogus=1",))  # one as a user sees it; the rest the same code, in process
