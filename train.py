@@ -204,6 +204,9 @@ def resolve(config):
     c["compile"] = kind == "cuda" if choice == "auto" else choice in TRUE
     if c["backend"] == "auto":
         c["backend"] = "nccl" if kind == "cuda" else "gloo"
+    if c["backend"] not in ("gloo", "nccl", "mpi", "ucc") or (c["backend"] == "nccl" and kind != "cuda"):
+        raise ConfigError(f"backend must be auto, gloo or nccl (nccl on CUDA only), or mpi or ucc where torch "
+                          f"has them; got {c['backend']!r} on {kind}")
     return c
 
 
@@ -708,8 +711,9 @@ class Stopper:
         self.quit, self.rescue, self.holding = None, None, False  # exit code decided; the section's saver
         self.heard = 0.0  # when the stop was heard
         self.lock, self.save_lock = threading.RLock(), threading.RLock()  # re-entrant: a handler may interrupt its holder
-        signal.signal(signal.SIGINT, self.handle)
-        signal.signal(signal.SIGTERM, self.handle)
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # a hang-up (terminal closed, ssh dropped) saves too
+            if hasattr(signal, name):  # Windows has no SIGHUP
+                signal.signal(getattr(signal, name), self.handle)
         self.pipe, write = os.pipe()
         os.set_blocking(self.pipe, False)
         os.set_blocking(write, False)
@@ -860,7 +864,8 @@ def launch(nproc):
         signal.signal(signum, forward)
     for rank in range(nproc):
         procs.append(subprocess.Popen([sys.executable] + sys.argv, start_new_session=True,
-                                      env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
+                                      env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank),
+                                               GLASSGPT_LAUNCHER=str(os.getpid()))))
     first, since = None, None
     while any(p.poll() is None for p in procs):
         if first is None:
@@ -875,9 +880,27 @@ def launch(nproc):
     return 128 - code if code < 0 else code  # killed by a signal: 128 + its number, as a shell says
 
 
+def follow_launcher():
+    """
+    A process --nproc started runs in its own session, out of the terminal's reach: should the launcher
+    die without passing a signal on (kill -9), the process is sent SIGTERM, and saves and ends as for a
+    stop. Linux only (prctl); elsewhere it trains on to its end.
+    """
+    launcher = int(os.environ.get("GLASSGPT_LAUNCHER", 0))
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != launcher:  # it died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main():
     ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun (or --nproc) sets RANK, LOCAL_RANK, WORLD_SIZE
     stopper = Stopper(master=os.environ.get("RANK", "0") == "0")  # first: a stop during setup is honoured
+    follow_launcher()
     given = {}  # the keys set in config files or on the command line, and where
     config = preflight(resolve(configure(config_keys(globals()), given=given)), given)
     if config["nproc"] > 1 and not ddp:  # checked once, here: now the processes, each running this command

@@ -106,6 +106,9 @@ def digest(path):
     (["--optimizer=muon", "--muon_lr=-1"], ["muon_lr", "negative"]),
     (["--beta2=1.5"], ["beta2", "[0, 1)", "1.5"]),
     (["--warmup_iters=-1"], ["warmup_iters", "negative"]),  # was taken in silence
+    # a typo or nccl on a CPU: 42 lines of two processes' tracebacks under --nproc=2, in silence with one
+    (["--backend=foo"], ["backend must be auto, gloo or nccl", "'foo'"]),
+    (["--backend=nccl", "--nproc=2"], ["nccl on CUDA only", "on cpu"]),
     (["config/tiny.py", "n_layer=3"], ["config file n_layer=3", "(did you mean --n_layer=3?)"]),
 ])
 def test_bad_config_is_one_line_exit_2(args, words, tmp_path):
@@ -792,7 +795,7 @@ def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])  # SIGHUP: a closed terminal
 def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data_dir):
     out = tmp_path / "out"
     cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
@@ -809,7 +812,7 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
         proc.kill()
     assert proc.returncode == 128 + signum, stderr  # as an interrupted command: a script can tell
     assert "Traceback" not in stderr and "saved" in stdout
-    again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"  # a SIGTERM (kill's, timeout's) came from no keyboard
+    again = "Ctrl-C" if signum == signal.SIGINT else signum.name  # a SIGTERM (kill's, timeout's) came from no keyboard
     assert f"{signum.name}: stopping; saving {out}/ckpt.pt as it was after the last complete iteration ({again} again " \
            "quits without saving)" in stderr.splitlines(), stderr
     # a long run says up front how long, from its first iterations
@@ -817,6 +820,47 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
     ckpt = load_checkpoint(out / "ckpt.pt")
     steps, _ = losses(out)
     assert ckpt["iter_num"] == len(steps) == steps[-1][0] + 1  # saved right after the last finished iteration
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc: Linux only")
+def test_nproc_processes_stop_and_save_when_their_launcher_is_killed(tmp_path, data_dir):
+    """kill -9 of --nproc's launcher passes nothing on, and its processes, in a session of their own, trained on
+    out of Ctrl-C's reach (a user's trial). Now each is sent SIGTERM as the launcher dies: they save and end."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    proc = subprocess.Popen(train_cmd(out, data_dir, "--nproc=2", "--max_iters=1000000", "--eval_interval=100000",
+                                      "--lr_decay_iters=1000000"), cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = lambda: processes_naming(str(out), but=proc.pid)
+    try:
+        deadline = time.time() + 120
+        while len(train.read_log(out / "log.jsonl")) < 4:
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        assert len(ranks()) == 2
+        proc.kill()
+        proc.wait()
+        deadline = time.time() + 30
+        while ranks():
+            assert time.time() < deadline, "the processes train on without their launcher"
+            time.sleep(0.2)
+    finally:
+        for pid in ranks():
+            os.kill(int(pid), signal.SIGKILL)
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] >= 3
+
+
+def processes_naming(text, but):
+    """The pids of the processes whose command line holds text, but the one given."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != but):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(pid)
+        except OSError:  # it ended between the listing and the read
+            pass
+    return found
 
 
 def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
