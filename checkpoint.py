@@ -15,6 +15,7 @@ import re
 import urllib.error
 import urllib.request
 import warnings
+from dataclasses import fields
 
 import torch
 
@@ -177,8 +178,17 @@ def current_model_args(ckpt):
 
 
 def model_from_checkpoint(ckpt, **overrides):
-    """The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout)."""
-    model = GPT(GPTConfig.from_dict({**current_model_args(ckpt), **overrides}))
+    """
+    The GPT a checkpoint holds, weights loaded, on the CPU; overrides change config fields (dropout). A
+    model key this model.py lacks (a fork's switch, since backed out) is a ValueError: the model it named
+    is not the one this code would build, however well the weights fit.
+    """
+    args = current_model_args(ckpt)
+    unknown = sorted(set(args) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise ValueError(f"it was saved with {', '.join(f'{k}={args[k]!r}' for k in unknown)}, a model key this "
+                         "model.py does not have: put the switch back in model.py to use it")
+    model = GPT(GPTConfig.from_dict({**args, **overrides}))
     load_weights(model, current_keys(ckpt["model"]))
     return model
 

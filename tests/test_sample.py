@@ -16,6 +16,7 @@ import torch
 
 import sample
 import tokenizer
+from conftest import run_script
 from checkpoint import load_checkpoint, save_checkpoint
 from model import GPT, GPTConfig
 
@@ -198,6 +199,26 @@ def test_weights_model_py_no_longer_builds_name_the_first_misfit(out_dir):
     assert result.stderr.startswith("error: cannot build the model (resume): transformer.h.0.mlp.c_fc.weight: "
                                     "saved (64, 32), model.py builds (128, 32); "), result.stderr
 
+
+
+def test_a_model_key_model_py_no_longer_has_is_refused(out_dir):
+    """A fork added a switch with no weights (a logit scale), trained, then backed model.py out: the key was
+    dropped in silence and every tool ran another model (val 2.96 read 3.83). Now it is one line, in sample.py
+    and in train.py's resume alike."""
+    ckpt = load_checkpoint(out_dir / "ckpt.pt")
+    ckpt["model_args"]["logit_scale"] = 0.25
+    save_checkpoint(ckpt, str(out_dir / "ckpt.pt"))
+    why = "it was saved with logit_scale=0.25, a model key this model.py does not have: put the switch back in " \
+          "model.py to use it"
+    result = run_script("sample.py", f"--out_dir={out_dir}", "--device=cpu")
+    assert (result.returncode, result.stderr) == (2, f"error: {out_dir / 'ckpt.pt'} does not hold a model this code "
+                                                     f"can build: {why}\n")
+    (out_dir / "data").mkdir()
+    tokenizer.write_dataset(out_dir / "data", [i % 60 for i in range(2000)], [i % 7 for i in range(400)],
+                            tokenizer.char_meta(VOCAB))
+    result = run_script("train.py", f"--out_dir={out_dir}", f"--data_dir={out_dir / 'data'}", "--init_from=resume",
+                        "--device=cpu", "--compile=false")
+    assert (result.returncode, result.stderr) == (2, f"error: cannot build the model (resume): {why}\n")
 
 
 def bad_cases(out_dir):
