@@ -434,6 +434,12 @@ def adopt_checkpoint_model(config, given):
     """init_from=resume: the config with ckpt.pt's model keys, checked against those set explicitly."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
+    trained = ckpt.get("config") or {}
+    key = "data_dir" if trained.get("data_dir") else "dataset"  # where its data came from
+    if trained.get(key) and trained[key] != config[key] and "dataset" not in given and "data_dir" not in given:
+        raise ConfigError(f"{path} trained on {key}={trained[key]}, and this run would read dataset="
+                          f"{config['dataset']} (the default): pass the config file it trained with, or "
+                          f"--{key}={trained[key]}")
     model_args = {**asdict(GPTConfig()), **current_model_args(ckpt)}  # nanoGPT's lack norm, position, ...
     check_model_keys(config, given, model_args, path, free=("attention",),  # sdpa or manual: the same weights
                      other="train this config from scratch into another --out_dir")

@@ -509,6 +509,18 @@ def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, 
                                       "untied wte and wpe (nanoGPT, always tied, leaves out wpe alone)) |"), lines
 
 
+def test_resume_without_its_data_names_the_data_it_trained_on(tmp_path, data_dir):
+    """--init_from=resume alone read train.py's default dataset, OpenWebText, and asked for its 55 GB download
+    (a user's trial): the checkpoint says what it trained on, so the line names that instead."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    result = run_script("train.py", f"--out_dir={out}", "--init_from=resume", *TINY)
+    assert_one_line_error(result, 2, f"{out}/ckpt.pt trained on data_dir={data_dir}, and this run would read "
+                                     f"dataset=openwebtext (the default): pass the config file it trained with, "
+                                     f"or --data_dir={data_dir}")
+    assert run_train("--init_from=resume", "--max_iters=3", data=data_dir, out=out).returncode == 0
+
+
 def test_min_lr_above_the_peak_is_said(tmp_path, data_dir):
     """--min_lr=1 (a typo for 1e-4, say) would hold the lr flat at the peak: the run says so once."""
     result = run_train("--max_iters=2", "--learning_rate=3e-3", "--min_lr=1", data=data_dir, out=tmp_path / "out")
