@@ -910,6 +910,9 @@ def main():
     given = {}  # the keys set in config files or on the command line, and where
     config = preflight(resolve(configure(config_keys(globals()), given=given)), given)
     if config["nproc"] > 1 and not ddp:  # checked once, here: now the processes, each running this command
+        if not config["eval_only"] and os.path.isdir(config["out_dir"]):  # in use: one line from here, not
+            lock_out_dir(config["out_dir"])  # rank 0's line and its peers' tracebacks (it takes the lock itself)
+            release_out_dirs()
         sys.exit(launch(config["nproc"]))
     globals().update(config)  # as nanoGPT: from here on every config key is a plain name
     if ddp:

@@ -721,7 +721,7 @@ def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
             time.sleep(0.1)
         files = lambda: sorted(p.name for p in out.iterdir() if ".tmp." not in p.name)  # the live run saves on
         names = files()
-        for extra in ([], ["--init_from=resume"]):
+        for extra in ([], ["--init_from=resume"], ["--nproc=2"]):  # --nproc: its peer's traceback came too
             second = run_train("--max_iters=3", "--eval_interval=3", *extra, data=data_dir, out=out)
             assert_one_line_error(second, 2, f"another train.py is writing to out_dir={out} now")
             assert second.stdout == ""  # refused first, before any work or line
