@@ -151,7 +151,10 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 with open(arg) as f:
                     source = f.read()
             except OSError as e:
-                raise ConfigError(f"cannot read config file {arg}: {e.strerror}{_meant(arg, defaults)}") from None
+                hint = _meant(arg, defaults)
+                if os.path.isdir(arg) and "out_dir" in defaults:  # a run's folder, where --out_dir= was meant
+                    hint = f" (a folder, not a config file: did you mean --out_dir={arg}?)"
+                raise ConfigError(f"cannot read config file {arg}: {e.strerror}{hint}") from None
             scope = {"__file__": arg}  # a config file may build on another beside it
             try:
                 exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python

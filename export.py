@@ -312,10 +312,12 @@ def check_replaceable(path, out_dir, overwrite):
     --overwrite replaces only what export.py wrote (or an empty folder): never a training run, the run being
     exported, or a folder of the user's own, which rmtree would take with it.
     """
-    if not overwrite:
-        raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
     inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
     runs = [f for f in ("ckpt.pt", "best.pt", "log.jsonl") if os.path.exists(os.path.join(path, f))]
+    replaceable = not (inside or runs) and os.path.isdir(path) and (not os.listdir(path) or is_export(path))
+    if not overwrite:  # --overwrite is offered only where it would be taken
+        raise ConfigError(f"{path} exists: choose another --folder" +
+                          (", or --overwrite=true to replace it" if replaceable else ""))
     if inside or runs:
         raise ConfigError(f"{path} holds a training run ({'the one being exported' if inside else runs[0]}): "
                           "--overwrite replaces only a folder export.py wrote; choose another --folder")
@@ -354,6 +356,10 @@ def main(argv=None):
         for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
             os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
         if os.path.exists(path):  # the old folder goes only now that the new one is complete
+            added = sorted(set(os.listdir(path)) - set(os.listdir(tmp)))  # files of the user's, put in since
+            if added:
+                raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
+                                  "which export.py did not write: --overwrite would delete it; move it away first")
             shutil.rmtree(path)
         os.replace(tmp, path)
     finally:

@@ -128,6 +128,10 @@ def load_run(folder, ckpt="", meta=""):
     (checkpoint, its path, model, meta, where meta came from) of a training run's out_dir, glassgpt's
     or nanoGPT's: ckpt names the file ("" = best.pt if there is one, else ckpt.pt), meta the tokenizer.
     """
+    if os.path.isfile(folder) and os.path.isdir(os.path.dirname(folder) or "."):  # a checkpoint named as out_dir
+        parent, name = os.path.dirname(folder) or ".", os.path.basename(folder)
+        raise ConfigError(f"out_dir {folder} is a file: out_dir is a run's folder; for that file pass "
+                          f"--out_dir={parent} --ckpt={name}")
     if not os.path.isdir(folder):
         what = "is a file" if os.path.exists(folder) else "does not exist"
         config = config_training_into(folder)  # the config that trains into it, else the main job's, told so

@@ -142,6 +142,16 @@ def test_key_value_without_dashes_is_hinted(arg, hint):
     assert str(error.value) == f"cannot read config file {arg}: No such file or directory{hint}"
 
 
+def test_a_folder_where_a_config_file_goes_hints_out_dir(tmp_path):
+    """python sample.py out-tiny: a run's folder given as a config file. Where the script reads out_dir, the
+    line says --out_dir= was meant (it said only "Is a directory")."""
+    with pytest.raises(ConfigError) as caught:
+        configure({**DEFAULTS, "out_dir": "out"}, [str(tmp_path)])
+    assert str(caught.value).endswith(f"(a folder, not a config file: did you mean --out_dir={tmp_path}?)")
+    with pytest.raises(ConfigError, match="Is a directory$"):  # no out_dir key: no such hint
+        configure({k: v for k, v in DEFAULTS.items() if k != "out_dir"}, [str(tmp_path)])
+
+
 def test_config_file_sets_keys(tmp_path):
     path = write(tmp_path, "import math\n"
                            "batch_size = 4 * 8\n"

@@ -216,10 +216,21 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     with pytest.raises(ConfigError, match=r"holds a training run \(ckpt.pt\)"):
         export.main([*run_args, f"--folder={tmp_path / 'other'}", "--overwrite=true"])
     assert (tmp_path / "run" / "ckpt.pt").is_file() and (tmp_path / "other" / "ckpt.pt").is_file()
+    with pytest.raises(ConfigError) as caught:  # --overwrite is not offered where it would be refused
+        export.main([*run_args, f"--folder={tmp_path / 'mine' / 'notes.txt'}"])
+    assert str(caught.value) == f"{tmp_path / 'mine' / 'notes.txt'} exists: choose another --folder"
     export.main([*run_args, f"--folder={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match="exists: choose another --folder, or --overwrite=true to replace it$"):
+        export.main([*run_args, f"--folder={tmp_path / 'out'}"])
     (tmp_path / "out" / "config.json").write_text("{}")  # the export is replaced whole
     export.main([*run_args, f"--folder={tmp_path / 'out'}", "--overwrite=true"])
     assert (tmp_path / "out" / "config.json").read_text() != "{}"
+    (tmp_path / "out" / "my_notes.txt").write_text("keep me")  # a file of the user's, put in since: kept
+    with pytest.raises(ConfigError, match="holds my_notes.txt, which export.py did not write: --overwrite would "
+                                          "delete it; move it away first"):
+        export.main([*run_args, f"--folder={tmp_path / 'out'}", "--overwrite=true"])
+    assert (tmp_path / "out" / "my_notes.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
 
 
 def test_another_datasets_tokenizer_is_refused_as_sample_py_refuses_it(tmp_path):
