@@ -44,7 +44,7 @@ ckpt = ""  # "ckpt.pt" | "best.pt"; "" = best.pt if there is one, else ckpt.pt (
 meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
 to = "hf"  # the format: "hf" (a Hugging Face transformers folder: GPT-2, or Arcee for rope + rmsnorm)
 folder = ""  # where to write it; "" = <out_dir>/hf
-overwrite = False  # replace an existing folder (it is swapped in only once the new one is complete)
+overwrite = False  # replace an earlier export (swapped in once the new one is complete; files you added refuse it)
 # -----------------------------------------------------------------------------
 DEFAULTS = config_keys(globals())
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
