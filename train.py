@@ -528,6 +528,14 @@ def run_summary(out_dir):
             min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None))
 
 
+def readable(path):
+    try:
+        load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
+        return True
+    except ConfigError:
+        return False
+
+
 def keep_previous_run(out_dir):
     """
     A new run into an out_dir that holds an earlier run's checkpoints or log first moves that run's files
@@ -552,11 +560,15 @@ def keep_previous_run(out_dir):
     os.makedirs(dest)
     for name in files + exports:
         os.replace(path(name), os.path.join(dest, name))
-    held = checkpoint_summary(iter_num, best) if iter_num is not None else "no checkpoint"
+    unreadable = [n for n in ("ckpt.pt", "best.pt") if n in files and not readable(os.path.join(dest, n))]
+    # a truncated file is still a checkpoint, moved as it is: said so, not "no checkpoint"
+    broken = f"{' and '.join(unreadable)} that cannot be read" if unreadable else ""
+    held = (checkpoint_summary(iter_num, best) + (f"; its {broken}" if broken else "") if iter_num is not None
+            else broken or "no checkpoint")
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
-    sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) else ""
+    sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) - set(unreadable) else ""
     return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}", dest
 
 

@@ -237,6 +237,20 @@ def test_resume_clash_from_a_config_file_gives_a_hint_that_can_be_followed(tmp_p
                           "scratch into another --out_dir)")
 
 
+def test_a_truncated_checkpoint_moved_aside_is_called_what_it_is(tmp_path, data_dir):
+    """A run into an out_dir whose only ckpt.pt is cut short moves it aside byte for byte, as ever, but said
+    "no checkpoint" and offered nothing true; now it names the unreadable file and offers no sample.py."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ckpt.pt").write_bytes(b"PK\x03\x04" + bytes(996))  # a zip's first bytes, then nothing
+    result = run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    kept = list((out / "previous").iterdir())
+    assert len(kept) == 1 and (kept[0] / "ckpt.pt").read_bytes()[:4] == b"PK\x03\x04"
+    line = next(line for line in result.stdout.splitlines() if "held an earlier run" in line)
+    assert line == f"{out} held an earlier run (ckpt.pt that cannot be read): moved to {kept[0]}", line
+
+
 def test_a_new_run_keeps_the_previous_one(tmp_path, data_dir):
     """A scratch run into an out_dir holding a trained run moves that run to out_dir/previous/<...>-iter<N>/
     (checkpoints, log, plot, tokenizer, byte for byte) and says so; sample.py reads it from there."""
