@@ -62,8 +62,6 @@ def check(cfg):
     if p is not None and (not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1):
         raise ConfigError(f"top_p must be a number in [0, 1] or None, got {p!r}")
     check_init_from(cfg["init_from"], ("resume",))
-    if cfg["ckpt"] and not cfg["ckpt"].endswith(".pt"):
-        raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {cfg['ckpt']!r}")
 
 
 def load_model(cfg):
@@ -128,6 +126,8 @@ def load_run(folder, ckpt="", meta=""):
     (checkpoint, its path, model, meta, where meta came from) of a training run's out_dir, glassgpt's
     or nanoGPT's: ckpt names the file ("" = best.pt if there is one, else ckpt.pt), meta the tokenizer.
     """
+    if ckpt and not ckpt.endswith(".pt"):  # log.jsonl, meta.json: not read as a checkpoint, by any tool
+        raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {ckpt!r}")
     if os.path.isfile(folder) and os.path.isdir(os.path.dirname(folder) or "."):  # a checkpoint named as out_dir
         parent, name = os.path.dirname(folder) or ".", os.path.basename(folder)
         raise ConfigError(f"out_dir {folder} is a file: out_dir is a run's folder; for that file pass "

@@ -245,6 +245,9 @@ def test_another_datasets_tokenizer_is_refused_as_sample_py_refuses_it(tmp_path)
                                  f"tokens but the model only {len(CHARS)}: not this model's; name its meta.json "
                                  "(or nanoGPT's meta.pkl) with --meta=PATH")
     assert not (tmp_path / "run" / "hf").exists()
+    with pytest.raises(ConfigError, match="^ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got "
+                                          "'meta.json'$"):  # as sample.py says it (export.py tried to read it)
+        export.main([f"--out_dir={tmp_path / 'run'}", "--ckpt=meta.json"])
 
 
 def test_a_folder_it_cannot_write_is_one_line_before_the_work(tmp_path):
