@@ -179,6 +179,8 @@ def read_meta_path(path):
         return found
     if not os.path.isfile(path):
         raise ConfigError(f"no tokenizer file {path} (--meta wants a meta.json or meta.pkl)")
+    if not path.endswith((".json", ".pkl")):  # README.md: not unpickled to say "not plain data"
+        raise ConfigError(f"--meta wants a meta.json, nanoGPT's meta.pkl or the folder holding one, got {path}")
     return (read_meta(path) if path.endswith(".json") else read_nanogpt_meta(path)), path
 
 

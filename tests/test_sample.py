@@ -253,6 +253,10 @@ def bad_cases(out_dir):
                                       f"the tokenizer from {out_dir / 'other' / 'meta.json'} has {len(VOCAB) + 10} "
                                       f"tokens but the model only {len(VOCAB)}: not this model's; name its meta.json "
                                       "(or nanoGPT's meta.pkl) with --meta=PATH"),
+        # it was unpickled, and said "not plain data (UnpicklingError ...)"
+        "not a tokenizer file": ([f"--out_dir={out_dir}", f"--meta={REPO}/README.md"],
+                                 f"--meta wants a meta.json, nanoGPT's meta.pkl or the folder holding one, got "
+                                 f"{REPO}/README.md"),
         "bad key": ([f"--out_dir={out_dir}", "--temprature=0.5"], "unknown config key 'temprature' on the command line (did you mean temperature?)"),
         "bad value": ([f"--out_dir={out_dir}", "--top_p=1.5"], "top_p must be a number in [0, 1]"),
         "bad init_from": (["--init_from=llama"], "init_from folder llama does not exist; init_from takes resume, gpt2"),
