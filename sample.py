@@ -142,6 +142,12 @@ def load_run(folder, ckpt="", meta=""):
     if not os.path.isfile(path) and is_export(folder):  # config.json and weights: --init_from's kind of folder
         raise ConfigError(f"no checkpoint at {path}: {folder} is a Hugging Face folder as export.py writes, not a "
                           f"training run; sample.py and lens.py read it with --init_from={folder}")
+    runs = [] if os.path.isfile(path) else sorted(
+        d for d in os.listdir(folder) if any(os.path.isfile(os.path.join(folder, d, n)) for n in ("ckpt.pt", "best.pt")))
+    if runs:  # out_dir/previous (named by time, so the last is the newest), or a folder of runs
+        raise ConfigError(f"no checkpoint at {path}, but {folder} holds {len(runs)} run{'s' * (len(runs) > 1)} "
+                          f"({', '.join(runs[-3:])}{', ...' if len(runs) > 3 else ''}): pass one as out_dir, "
+                          f"e.g. --out_dir={os.path.join(folder, runs[-1])}")
     checkpoint = load_checkpoint(path)
     try:
         model = model_from_checkpoint(checkpoint)

@@ -231,6 +231,8 @@ def bad_cases(out_dir):
     (out_dir / "empty_prompt.txt").write_text("")
     (out_dir / "zero").mkdir()
     (out_dir / "zero" / "ckpt.pt").write_bytes(b"")
+    (out_dir / "previous" / "20261124-114329-iter4").mkdir(parents=True)  # as train.py keeps an earlier run
+    (out_dir / "previous" / "20261124-114329-iter4" / "ckpt.pt").write_bytes(whole)
     (out_dir / "other").mkdir()  # another dataset's tokenizer, with more characters than the model has
     tokenizer.write_meta(out_dir / "other", dict(tokenizer.char_meta(VOCAB + "0123456789"), dtype="uint16"))
     return {
@@ -241,6 +243,11 @@ def bad_cases(out_dir):
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file: out_dir "
                               f"is a run's folder; for that file pass --out_dir={out_dir} --ckpt=ckpt.pt"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
+        # out_dir/previous: it said only "no checkpoint", not what the folder holds
+        "a folder of runs": ([f"--out_dir={out_dir / 'previous'}"], f"no checkpoint at "
+                             f"{out_dir / 'previous' / 'ckpt.pt'}, but {out_dir / 'previous'} holds 1 run "
+                             f"(20261124-114329-iter4): pass one as out_dir, e.g. "
+                             f"--out_dir={out_dir / 'previous' / '20261124-114329-iter4'}"),
         "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
         "garbage checkpoint": ([f"--out_dir={out_dir / 'garbage'}"], "cannot read checkpoint"),
         "char not in vocab": ([f"--out_dir={out_dir}", "--start=ROMEO: 1+1"], "character '1' is not in this char-level vocabulary"),
