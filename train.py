@@ -433,6 +433,9 @@ def check_same_tokenizer(folder, data_dir, meta, key):
 def adopt_checkpoint_model(config, given):
     """init_from=resume: the config with ckpt.pt's model keys, checked against those set explicitly."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
+    if not os.path.exists(path) and in_use(config["out_dir"]):  # a run there that has yet to save: say that
+        raise ConfigError(f"another train.py is writing to out_dir={config['out_dir']} now (it has saved no "
+                          "ckpt.pt yet): let it end (or stop it), or pass another --out_dir")
     ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
     trained = ckpt.get("config") or {}
     key = "data_dir" if trained.get("data_dir") else "dataset"  # where its data came from
@@ -645,6 +648,22 @@ def lock_out_dir(out_dir):
         os.close(fd)
         return
     OUT_DIR_LOCKS[folder] = fd
+
+
+def in_use(out_dir):
+    """Whether a run holds out_dir's lock now: a shared lock, tried and let go, fails only against it."""
+    if fcntl is None or not os.path.isdir(out_dir):
+        return False
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing lets a shared lock go
 
 
 def release_out_dirs():

@@ -787,6 +787,24 @@ def test_a_failed_run_removes_the_empty_out_dir_it_made(tmp_path, data_dir):
     assert run_train(f"--init_from={weightless}", data=data_dir, out=out).returncode == 2 and out.is_dir()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="out_dir's lock is an flock: POSIX only")
+def test_a_resume_into_a_run_that_has_yet_to_save_says_it_is_in_use(tmp_path, data_dir):
+    """A resume into an out_dir whose live run has saved nothing yet said "no checkpoint at .../ckpt.pt", as if
+    no run were there. The lock (held here as a live run holds it) is what it now names."""
+    import fcntl
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = run_train("--init_from=resume", data=data_dir, out=out)
+    finally:
+        os.close(fd)
+    assert_one_line_error(result, 2, f"another train.py is writing to out_dir={out} now (it has saved no ckpt.pt "
+                                     "yet): let it end (or stop it), or pass another --out_dir")
+    assert "no checkpoint" in run_train("--init_from=resume", data=data_dir, out=out).stderr  # once let go
+
+
 def test_killed_mid_save_leaves_previous_checkpoint(tmp_path, data_dir):
     """A process that dies halfway through writing ckpt.pt leaves the previous ckpt.pt whole."""
     out = tmp_path / "out"
