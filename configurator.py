@@ -148,13 +148,17 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
             raise ConfigError(f"expected --key=value, got '{arg}'{_meant(arg, defaults)}")
         if not arg.startswith("--"):
             try:
-                with open(arg) as f:
+                with open(arg, encoding="utf-8") as f:
                     source = f.read()
             except OSError as e:
                 hint = _meant(arg, defaults)
                 if os.path.isdir(arg) and "out_dir" in defaults:  # a run's folder, where --out_dir= was meant
                     hint = f" (a folder, not a config file: did you mean --out_dir={arg}?)"
                 raise ConfigError(f"cannot read config file {arg}: {e.strerror}{hint}") from None
+            except UnicodeDecodeError:  # a checkpoint, say, where --out_dir=<its folder> was meant
+                hint = (f" (did you mean --out_dir={os.path.dirname(arg) or '.'}?)"
+                        if arg.endswith(".pt") and "out_dir" in defaults else "")
+                raise ConfigError(f"cannot read config file {arg}: not text, so not a config file{hint}") from None
             scope = {"__file__": arg}  # a config file may build on another beside it
             try:
                 exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python

@@ -410,6 +410,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     if not os.path.exists(train_py):
         raise SystemExit("error: scaling.py sweep needs train.py beside it")
     data_dir = os.path.abspath(data_dir) if data_dir else os.path.join(here, "data", dataset)
+    if not out_dir:  # abspath("") is the current folder: the runs would land among the user's files
+        raise ConfigError("cannot use out_dir='': empty name")
     out_dir = os.path.abspath(out_dir)
     vocab_size = dataset_vocab_size(data_dir)
     runs = plan_sweep(plan or SWEEPS["quick" if quick else "default"], vocab_size)

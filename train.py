@@ -441,8 +441,8 @@ def adopt_checkpoint_model(config, given):
     key = "data_dir" if trained.get("data_dir") else "dataset"  # where its data came from
     if trained.get(key) and trained[key] != config[key] and "dataset" not in given and "data_dir" not in given:
         raise ConfigError(f"{path} trained on {key}={trained[key]}, and this run would read dataset="
-                          f"{config['dataset']} (the default): pass the config file it trained with, or "
-                          f"--{key}={trained[key]}")
+                          f"{config['dataset']} (the default): pass the config file it trained with (resume takes "
+                          "only the model keys from ckpt.pt; the data, batch and schedule come from the config)")
     model_args = {**asdict(GPTConfig()), **current_model_args(ckpt)}  # nanoGPT's lack norm, position, ...
     check_model_keys(config, given, model_args, path, free=("attention",),  # sdpa or manual: the same weights
                      other="train this config from scratch into another --out_dir")

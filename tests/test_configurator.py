@@ -150,6 +150,11 @@ def test_a_folder_where_a_config_file_goes_hints_out_dir(tmp_path):
     assert str(caught.value).endswith(f"(a folder, not a config file: did you mean --out_dir={tmp_path}?)")
     with pytest.raises(ConfigError, match="Is a directory$"):  # no out_dir key: no such hint
         configure({k: v for k, v in DEFAULTS.items() if k != "out_dir"}, [str(tmp_path)])
+    (tmp_path / "ckpt.pt").write_bytes(b"PK\x03\x04\x80\xff")  # a checkpoint: UnicodeDecodeError's traceback
+    with pytest.raises(ConfigError) as caught:
+        configure({**DEFAULTS, "out_dir": "out"}, [str(tmp_path / "ckpt.pt")])
+    assert str(caught.value) == (f"cannot read config file {tmp_path / 'ckpt.pt'}: not text, so not a config file "
+                                 f"(did you mean --out_dir={tmp_path}?)")
 
 
 def test_config_file_sets_keys(tmp_path):

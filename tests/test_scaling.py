@@ -272,6 +272,7 @@ def test_cli_prints_reproduced_figures():
     (["sweep", "--out_dir"], "expected --key=value, got '--out_dir'"),
     (["sweep", "--jobs", "two"], "config key 'jobs' on the command line expects int, got 'two'"),
     (["sweep", "--jobs=-1"], "jobs must be >= 0 (0: one per core), got -1"),
+    (["sweep", "--out_dir="], "cannot use out_dir='': empty name"),  # trained into the current folder
     (["sweep", "--data_dir=NOPE"], "no meta.json in NOPE"),  # the dataset is read before anything is said
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path, args, error):

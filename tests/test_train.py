@@ -530,8 +530,9 @@ def test_resume_without_its_data_names_the_data_it_trained_on(tmp_path, data_dir
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     result = run_script("train.py", f"--out_dir={out}", "--init_from=resume", *TINY)
     assert_one_line_error(result, 2, f"{out}/ckpt.pt trained on data_dir={data_dir}, and this run would read "
-                                     f"dataset=openwebtext (the default): pass the config file it trained with, "
-                                     f"or --data_dir={data_dir}")
+                                     f"dataset=openwebtext (the default): pass the config file it trained with "
+                                     "(resume takes only the model keys from ckpt.pt; the data, batch and schedule "
+                                     "come from the config)")
     assert run_train("--init_from=resume", "--max_iters=3", data=data_dir, out=out).returncode == 0
 
 
