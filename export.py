@@ -314,16 +314,17 @@ def check_replaceable(path, out_dir, overwrite):
     """
     inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
     runs = [f for f in ("ckpt.pt", "best.pt", "log.jsonl") if os.path.exists(os.path.join(path, f))]
-    replaceable = not (inside or runs) and os.path.isdir(path) and (not os.listdir(path) or is_export(path))
+    why = None  # why --overwrite would be refused
+    if inside or runs:
+        why = (f"{path} holds a training run ({'the one being exported' if inside else runs[0]}): "
+               "--overwrite replaces only a folder export.py wrote; choose another --folder")
+    elif not os.path.isdir(path) or (os.listdir(path) and not is_export(path)):
+        why = f"{path} is not a folder export.py wrote: --overwrite replaces only those; choose another --folder"
     if not overwrite:  # --overwrite is offered only where it would be taken
         raise ConfigError(f"{path} exists: choose another --folder" +
-                          (", or --overwrite=true to replace it" if replaceable else ""))
-    if inside or runs:
-        raise ConfigError(f"{path} holds a training run ({'the one being exported' if inside else runs[0]}): "
-                          "--overwrite replaces only a folder export.py wrote; choose another --folder")
-    if not os.path.isdir(path) or (os.listdir(path) and not is_export(path)):
-        raise ConfigError(f"{path} is not a folder export.py wrote: --overwrite replaces only those; "
-                          "choose another --folder")
+                          ("" if why else ", or --overwrite=true to replace it"))
+    if why:
+        raise ConfigError(why)
 
 
 def main(argv=None):

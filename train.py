@@ -434,8 +434,7 @@ def adopt_checkpoint_model(config, given):
     """init_from=resume: the config with ckpt.pt's model keys, checked against those set explicitly."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
     if not os.path.exists(path) and in_use(config["out_dir"]):  # a run there that has yet to save: say that
-        raise ConfigError(f"another train.py is writing to out_dir={config['out_dir']} now (it has saved no "
-                          "ckpt.pt yet): let it end (or stop it), or pass another --out_dir")
+        raise out_dir_busy(config["out_dir"], " (it has saved no ckpt.pt yet)")
     ckpt = load_checkpoint(path, mmap=True)  # mapped, not read: cheap at any size
     trained = ckpt.get("config") or {}
     key = "data_dir" if trained.get("data_dir") else "dataset"  # where its data came from
@@ -642,12 +641,17 @@ def lock_out_dir(out_dir):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ConfigError(f"another train.py is writing to out_dir={out_dir} now: let it end (or stop it), "
-                          "or pass another --out_dir") from None
+        raise out_dir_busy(out_dir) from None
     except OSError:
         os.close(fd)
         return
     OUT_DIR_LOCKS[folder] = fd
+
+
+def out_dir_busy(out_dir, more=""):
+    """The error for a run into an out_dir whose lock another run holds."""
+    return ConfigError(f"another train.py is writing to out_dir={out_dir} now{more}: let it end (or stop it), "
+                       "or pass another --out_dir")
 
 
 def in_use(out_dir):
@@ -941,9 +945,8 @@ def main():
     given = {}  # the keys set in config files or on the command line, and where
     config = preflight(resolve(configure(config_keys(globals()), given=given)), given)
     if config["nproc"] > 1 and not ddp:  # checked once, here: now the processes, each running this command
-        if not config["eval_only"] and os.path.isdir(config["out_dir"]):  # in use: one line from here, not
-            lock_out_dir(config["out_dir"])  # rank 0's line and its peers' tracebacks (it takes the lock itself)
-            release_out_dirs()
+        if not config["eval_only"] and in_use(config["out_dir"]):  # one line from here, not rank 0's line and
+            raise out_dir_busy(config["out_dir"])  # its peers' tracebacks (rank 0 takes the lock itself)
         sys.exit(launch(config["nproc"]))
     globals().update(config)  # as nanoGPT: from here on every config key is a plain name
     if ddp:

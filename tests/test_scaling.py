@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import processes_naming
 import scaling
 from scaling import (TABLE3_APPROACH2, TABLE_A9_LARGEST, analyse, chinchilla_flops, chinchilla_loss,
                      chinchilla_params, compute_optimal, compute_optimal_grid, final_val_loss, fit_parabola,
@@ -217,17 +218,7 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
                              f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    def children():
-        """The processes whose command line names out_dir, the sweep's own aside."""
-        found = []
-        for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != proc.pid):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if str(out_dir).encode() in f.read():
-                        found.append(pid)
-            except OSError:  # it ended between the listing and the read
-                pass
-        return found
+    children = lambda: processes_naming(str(out_dir), but=proc.pid)  # the sweep's trainings, not the sweep
     deadline = time.time() + 60
     while len(children()) < 2 and time.time() < deadline:  # both trainings of the first pair have started
         time.sleep(0.2)

@@ -22,7 +22,7 @@ import torch
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import ConfigError, config_keys, configure
-from conftest import run_script
+from conftest import processes_naming, run_script
 from model import GPTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -893,19 +893,6 @@ def test_nproc_processes_stop_and_save_when_their_launcher_is_killed(tmp_path, d
         for pid in ranks():
             os.kill(int(pid), signal.SIGKILL)
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] >= 3
-
-
-def processes_naming(text, but):
-    """The pids of the processes whose command line holds text, but the one given."""
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != but):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    found.append(pid)
-        except OSError:  # it ended between the listing and the read
-            pass
-    return found
 
 
 def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
