@@ -293,8 +293,8 @@ def export_hf(model, meta, checkpoint, path, source, name):
     missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias")) and
                not (k == "lm_head.weight" and config.tie_weights)]
     if missing or unexpected:
-        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout "
-                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+        parts = [f"{what} {names[:3]}" for what, names in (("missing", missing), ("unexpected", unexpected)) if names]
+        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout ({', '.join(parts)})")
     if config.tie_weights:
         hf.tie_weights()
     hf.save_pretrained(path)  # model.safetensors (a tied head stored once) and config.json
