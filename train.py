@@ -611,14 +611,24 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
 
 
 OUT_DIR_LOCKS = {}  # folder -> its open descriptor, locked by this process (main lets them go at its end)
-OUT_DIR_MADE = []  # out_dirs this process made: removed at its end if the run left them empty
+OUT_DIR_MADE = []  # (out_dir, the new folders above it) this process made: removed at its end if left empty
+
+
+def new_parents(path):
+    """The folders above path that do not exist yet, innermost first (what os.makedirs will make for it)."""
+    parents, parent = [], os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parents.append(parent)
+        parent = os.path.dirname(parent)
+    return parents
 
 
 def claim_out_dir(out_dir):
     """Make out_dir if it is new, and lock it for this run (lock_out_dir). Raises ConfigError."""
+    parents = new_parents(out_dir)
     try:  # preflight's check_out_dir found it writable; a folder on its path may have gone since
         os.makedirs(out_dir)
-        OUT_DIR_MADE.append(out_dir)
+        OUT_DIR_MADE.append((out_dir, parents))
     except FileExistsError:  # there already, or another run made it just now: the lock decides
         pass
     except OSError as e:
@@ -674,10 +684,11 @@ def release_out_dirs():
     """At the process's end: an out_dir it made, locked and left empty (bad input, a stop during setup) goes
     while still locked, so no other run is using it; then the locks go. (A run refused by the lock leaves
     the folder it made to the run that holds it.)"""
-    for folder in OUT_DIR_MADE:
+    for folder, parents in OUT_DIR_MADE:
         if os.path.realpath(folder) in OUT_DIR_LOCKS:
-            with suppress(OSError):  # rmdir removes only an empty folder
-                os.rmdir(folder)
+            with suppress(OSError):  # rmdir removes only an empty folder; the first one kept stops the climb
+                for made in [folder] + parents:
+                    os.rmdir(made)
     while OUT_DIR_LOCKS:
         os.close(OUT_DIR_LOCKS.popitem()[1])  # closing the folder's descriptor lets its lock go
 

@@ -776,13 +776,15 @@ def test_two_runs_started_together_into_a_new_out_dir(tmp_path, data_dir):
 def test_a_failed_run_removes_the_empty_out_dir_it_made(tmp_path, data_dir):
     """out_dir is made as train() begins; a run that fails before writing anything there (here: a model
     that cannot be built: a folder with a config but no weights) takes the empty folder away again, and
-    leaves one that was there before alone."""
+    leaves one that was there before alone. New folders above it, made for it, go too."""
     weightless = tmp_path / "weightless"
     weightless.mkdir()
     (weightless / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1}')
     out = tmp_path / "new"
     result = run_train(f"--init_from={weightless}", data=data_dir, out=out)
     assert_one_line_error(result, 2)  # "cannot build the model", or that transformers is missing
+    assert not out.exists()
+    assert run_train(f"--init_from={weightless}", data=data_dir, out=out / "a" / "b").returncode == 2
     assert not out.exists()
     out.mkdir()
     assert run_train(f"--init_from={weightless}", data=data_dir, out=out).returncode == 2 and out.is_dir()
