@@ -48,6 +48,7 @@ import itertools
 import json
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -905,11 +906,12 @@ def launch(nproc):
         port = s.getsockname()[1]
     env = dict(os.environ, WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(port), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(max(1, cpu_cores() // nproc))))
-    procs = []
+    procs, sent = [], set()
 
     def forward(signum, frame):
         for p in procs:
             if p.poll() is None:
+                sent.add(signal.SIGTERM if signum == signal.SIGHUP else signum)
                 p.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -919,7 +921,7 @@ def launch(nproc):
                                       env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank),
                                                GLASSGPT_LAUNCHER=str(os.getpid()))))
     first, since = None, None
-    while any(p.poll() is None for p in procs):
+    while [p.poll() for p in procs].count(None):  # poll each: a failure is seen as it happens
         if first is None:
             first, since = next((p for p in procs if p.returncode), None), time.time()
         elif time.time() - since > 10:
@@ -929,6 +931,9 @@ def launch(nproc):
         time.sleep(0.1)
     first = first or next((p for p in procs if p.returncode), None)
     code = first.returncode if first else 0
+    if code < 0 and -code not in sent:  # killed from outside (kill -9, the OOM killer): say which
+        print(f"rank {procs.index(first)} was killed by {signal.Signals(-code).name}, "
+              "so the run ended", file=sys.stderr)
     return 128 - code if code < 0 else code  # killed by a signal: 128 + its number, as a shell says
 
 
@@ -949,6 +954,21 @@ def follow_launcher():
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+PEER_GONE = re.compile(r"(closed|reset) by peer|Broken pipe|Connection refused")  # gloo's words for a lost peer
+
+
+def peer_gone(error):
+    """One line, not a traceback, where another process of a DDP run ended mid-collective (killed, or out of
+    memory): what this one saw and what is on disk. Returns the exit code, 1."""
+    reason = PEER_GONE.search(str(error)).group(0)
+    ckpt_path = os.path.join(out_dir, "ckpt.pt")
+    saved = (f"{ckpt_path} holds the last save (continue with --init_from=resume)" if os.path.exists(ckpt_path)
+             else "nothing was saved yet")
+    print(f"rank {os.environ.get('RANK')}: another process of this run is gone (gloo: {reason}), "
+          f"so this one stops too; {saved}", file=sys.stderr)
+    return 1
+
+
 def main():
     ddp = int(os.environ.get("RANK", -1)) != -1  # torchrun (or --nproc) sets RANK, LOCAL_RANK, WORLD_SIZE
     stopper = Stopper(master=os.environ.get("RANK", "0") == "0")  # first: a stop during setup is honoured
@@ -966,6 +986,10 @@ def main():
         signum = train(config, ddp, given, stopper)
         if ddp:  # leave together: a process that exits while its peer is still busy can abort in gloo's threads
             dist.barrier()
+    except RuntimeError as e:
+        if not (ddp and PEER_GONE.search(str(e))):
+            raise
+        sys.exit(peer_gone(e))
     finally:
         release_out_dirs()
         if ddp:

@@ -1404,7 +1404,8 @@ def test_nproc_ctrl_c_saves_and_exits_130(tmp_path, data_dir):
 @pytest.mark.slow
 def test_nproc_a_failed_process_ends_the_others(tmp_path, data_dir):
     """A process killed mid-run (SIGKILL: nothing can be saved) would leave its peer waiting in a
-    collective: the launcher ends it and exits non-zero within seconds, leaving no process behind."""
+    collective: the launcher ends it and exits non-zero within seconds, leaving no process behind. The peer
+    says in one line why it stopped (not gloo's traceback), and the launcher which process was killed."""
     cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'out'}", *TINY,
            "--max_iters=1000000", "--eval_interval=100000", "--nproc=2"]
     proc, lines, reader = start(cmd)
@@ -1417,7 +1418,11 @@ def test_nproc_a_failed_process_ends_the_others(tmp_path, data_dir):
     finally:
         proc.kill()
         kill_all(workers)
-    assert proc.returncode != 0
+    assert proc.returncode == 128 + signal.SIGKILL
+    peer, launcher = proc.stderr.read().splitlines()  # gloo says "closed" or "reset" by peer, by timing
+    assert re.fullmatch(r"rank 0: another process of this run is gone \(gloo: (closed|reset) by peer\), so this "
+                        r"one stops too; nothing was saved yet", peer), peer
+    assert launcher == "rank 1 was killed by SIGKILL, so the run ended"
     time.sleep(0.5)
     assert not any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
                    for w in workers)
