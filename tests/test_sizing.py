@@ -16,8 +16,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import run_script
 from model import GPT, GPTConfig
-from sizing import (BLOCK_PARTS, activation_bytes, flops_per_token, forward_flops, gpt_params, memory_bytes,
-                    param_counts)
+from sizing import (BLOCK_PARTS, activation_bytes, flops_per_token, forward_flops, gpt_params, instantiated_params,
+                    memory_bytes, param_counts)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,6 +111,18 @@ def test_param_counts_equal_the_model_for_every_switch(norm, bias, position, tie
     named = dict(model.named_parameters())
     assert sum(p.numel() for p in named.values()) == counts["total"]
     assert all(n.split(".")[0] == "lm_head" or n.split(".")[1] in ("wte", "wpe", "h", "ln_f") for n in named)
+
+
+def test_a_deep_model_is_counted_from_two_small_ones_and_agrees():
+    """sizing.py checks its arithmetic against the model built on the meta device; --n_layer=1e9 built a
+    billion blocks' Python objects (minutes, gigabytes, then killed). Past 100 blocks it builds 1 and 2
+    and counts the rest, which gives what building them all gives."""
+    config = GPTConfig(block_size=11, vocab_size=37, n_layer=7, n_head=2, n_embd=12, position="rope", bias=False)
+    built, how = instantiated_params(config)
+    assert built == GPT(config).get_num_params(non_embedding=False) and how == ""
+    assert instantiated_params(config, most_blocks=2) == (built, " (built with 1 and 2 blocks, the rest counted)")
+    deep = GPTConfig(n_layer=10**9)
+    assert instantiated_params(deep)[0] == param_counts(deep)["total"] > 10**9 * 7 * 10**6
 
 
 def matmul_params(config):
