@@ -477,6 +477,10 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
         size = lambda n: f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"  # a small model's state
         each = f" x {processes} processes" if device_type == "cpu" and processes > 1 else ""
         opt = "Muon and AdamW" if optimizer == "muon" else "AdamW"
+        if state * (processes if device_type == "cpu" else 1) > have:  # no batch is small enough: the model is
+            raise ConfigError(f"the model alone (n_layer={model_config.n_layer}, n_embd={model_config.n_embd}) "
+                              f"needs {size(state)} for weights, gradients and {opt}{each} (sizing.py) but "
+                              f"{device_type} has {size(have)} available: a smaller model")
         raise ConfigError(f"block_size={model_config.block_size} x batch_size={batch_size} needs at least "
                           f"{size(need)} ({size(acts)} of activations + {size(state)} of weights, gradients and "
                           f"{opt}{each}; sizing.py) but {device_type} has {size(have)} available: "

@@ -1227,11 +1227,23 @@ def test_block_size_that_cannot_fit_is_refused_before_allocating(tmp_path):
 
 def test_a_small_models_state_is_stated_in_mib_with_its_optimizer(monkeypatch):
     """The refusal's figures: a small Muon model's state was "0.0 GiB of weights, gradients and AdamW"."""
-    monkeypatch.setattr(train, "available_memory", lambda device_type: 2**20)  # 1 MiB: nothing fits
     config = GPTConfig(n_layer=3, n_head=4, n_embd=128, block_size=64, vocab_size=65, bias=False)
+    state = train.memory_bytes(config, optimizer="muon")["train_state"]
+    monkeypatch.setattr(train, "available_memory", lambda device_type: state + 2**20)  # the state, and 1 MiB more
     with pytest.raises(train.ConfigError, match=r"MiB of activations \+ [1-9][\d.]* MiB of weights, gradients and "
-                                          r"Muon and AdamW; sizing.py\) but cpu has 1.0 MiB available"):
+                                          r"Muon and AdamW; sizing.py\) but cpu has [\d.]+ MiB available: lower "):
         train.check_fits(config, 32, "cpu", optimizer="muon")
+
+
+def test_a_model_too_big_for_any_batch_is_refused_as_such(monkeypatch):
+    """Where the weights, gradients and optimizer state alone exceed the memory, lowering batch_size or
+    block_size (which the refusal used to advise) cannot help: it names the model's size instead."""
+    config = GPTConfig(n_layer=3, n_head=4, n_embd=128, block_size=64, vocab_size=65, bias=False)
+    monkeypatch.setattr(train, "available_memory", lambda device_type: 2**20)  # 1 MiB: not even the weights fit
+    with pytest.raises(train.ConfigError, match=r"^the model alone \(n_layer=3, n_embd=128\) needs [\d.]+ MiB for "
+                                          r"weights, gradients and AdamW \(sizing.py\) but cpu has 1.0 MiB "
+                                          r"available: a smaller model$"):
+        train.check_fits(config, 1, "cpu")
 
 
 def test_time_left_counts_iterations_and_evals():
