@@ -24,7 +24,7 @@ position = "rope"
 norm = "rmsnorm"
 bias = False
 
-optimizer = "muon"  # Muon for the blocks' matrices: far lower loss per iteration for ~1.15-1.25x the step
+optimizer = "muon"  # Muon for the blocks' matrices: far lower loss per iteration for ~1.2-1.3x the step
 muon_lr = 0.02
 learning_rate = 3e-3  # AdamW's, for the embedding (also the head) and the norm gains; small models take it high
 max_seconds = 180  # 3 minutes of training steps on any machine, the lr decaying over them (evals come on top):
