@@ -402,10 +402,12 @@ def check_model_keys(config, given, model_args, source, free=(), other="", more=
     raise ConfigError(f"{clashes} ({hint})")
 
 
-def checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng, sampler_state):
+def checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng, sampler_state,
+                     stopped_by=None):
     """What ckpt.pt holds: tensors and plain values only (weights_only loads it), and all a resume needs to
-    continue exactly: the optimizer's state, the random and data-sampler state, the time trained."""
-    return {
+    continue exactly: the optimizer's state, the random and data-sampler state, the time trained; and, where
+    a stop saved it, what stopped it (so the next run into out_dir can say that it was stopped short)."""
+    state = {
         "model": raw_model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict() if scaler.is_enabled() else None,
@@ -417,6 +419,9 @@ def checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_lo
         "rng": rng,
         "sampler": {"generator": sampler_state},
     }
+    if stopped_by:
+        state["stopped_by"] = stopped_by
+    return state
 
 
 def check_same_tokenizer(folder, data_dir, meta, key):
@@ -520,19 +525,23 @@ def preflight(config, given):
 
 
 def run_summary(out_dir):
-    """(iter_num, best val loss) of the run in out_dir, from its checkpoint or else its log; None where unknown."""
+    """(iter_num, best val loss, how it was stopped short) of the run in out_dir, from its checkpoint or else
+    its log; None where unknown or where the run was not stopped (a stop's save says so in ckpt.pt)."""
     for name in ("ckpt.pt", "best.pt"):
         if os.path.isfile(os.path.join(out_dir, name)):
             try:
                 ckpt = load_checkpoint(os.path.join(out_dir, name), mmap=True)  # mapped: cheap at any size
-                return ckpt.get("iter_num"), ckpt.get("best_val_loss")
             except ConfigError:  # unreadable: the log may still tell
-                pass
+                continue
+            goal = (ckpt.get("config") or {}).get("max_iters")
+            stopped = ckpt.get("stopped_by") if name == "ckpt.pt" and isinstance(goal, int) else None
+            return (ckpt.get("iter_num"), ckpt.get("best_val_loss"),
+                    stopped and f"{stopped} stopped it at iter {ckpt.get('iter_num')} of {goal:,}")
     records = read_log(os.path.join(out_dir, "log.jsonl"))
     if not records:
-        return None, None
+        return None, None, None
     return (max(r.get("iter", 0) for r in records),
-            min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None))
+            min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
 
 
 def readable(path):
@@ -555,7 +564,7 @@ def keep_previous_run(out_dir):
     if not (os.path.isfile(path("ckpt.pt")) or os.path.isfile(path("best.pt"))
             or (os.path.isfile(path("log.jsonl")) and os.path.getsize(path("log.jsonl")) > 0)):
         return None, None
-    iter_num, best = run_summary(out_dir)
+    iter_num, best, stopped = run_summary(out_dir)
     files = [n for n in RUN_FILES if os.path.isfile(path(n))]
     exports = [n for n in sorted(os.listdir(out_dir)) if n != "previous" and is_export(path(n))]
     # when it last saved: a resume that trained nothing rewrites the log and meta.json, never a checkpoint
@@ -576,7 +585,11 @@ def keep_previous_run(out_dir):
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
     sample = f" (python sample.py --out_dir={dest})" if {"ckpt.pt", "best.pt"} & set(files) - set(unreadable) else ""
-    return f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}", dest
+    line = f"{out_dir} held an earlier run ({held}): moved to {dest}{sample}"
+    if stopped:  # the same command again after a Ctrl-C, where --init_from=resume was meant
+        line += (f"\n{stopped}: to continue that run instead of this new one, stop this one and run the same "
+                 f"command with --init_from=resume --out_dir={dest}")
+    return line, dest
 
 
 def put_back_previous_run(out_dir, dest):
@@ -1167,13 +1180,14 @@ def train(config, ddp, given, stopper):
             progress.close()
             model.train()
 
-    def save(names, before=None):
+    def save(names, before=None, stopped_by=None):
         """Write the full training state to out_dir/<name> for each name (with the data sampler's and random
-        state from before, if given: what an iteration cut short began with). Every process must call this."""
+        state from before, if given: what an iteration cut short began with; and what stopped the run, if a
+        stop saves). Every process must call this."""
         with stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
-            write_state(names, before)
+            write_state(names, before, stopped_by)
 
-    def write_state(names, before):
+    def write_state(names, before, stopped_by):
         nonlocal ckpt_iter
         ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter
         states = [before[1] if before else rng_state(device_type)]
@@ -1186,7 +1200,7 @@ def train(config, ddp, given, stopper):
         if device_type == "cuda":
             rng["cuda"] = [s["cuda"] for s in states]
         state = checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng,
-                                 before[0] if before else sampler.get_state())
+                                 before[0] if before else sampler.get_state(), stopped_by)
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
 
@@ -1254,13 +1268,13 @@ def train(config, ddp, given, stopper):
             if stopper.signum == signal.SIGPIPE and master:
                 print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
             return
-        save(["ckpt.pt"], before)
+        name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
+        save(["ckpt.pt"], before, stopped_by=name)
         if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
             if master:
                 print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
                       "continue with --init_from=resume", file=sys.stderr)
             return
-        name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
         say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
     def log(record):

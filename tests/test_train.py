@@ -978,6 +978,28 @@ def stop_after(started, text, signum, delay=1.0, limit=60, again_after=None):
     return seconds, proc.stderr.read()
 
 
+def test_the_same_command_after_a_stop_says_how_to_continue_the_stopped_run(tmp_path, data_dir):
+    """Ctrl-C, then the same command again without --init_from=resume: a new run starts and the stopped one
+    moves to previous/, which nothing says was stopped short. The stop's ckpt.pt now records what stopped it,
+    and the move line says how to continue that run instead; a run that ended (or was resumed to its end)
+    gets no such line."""
+    out = tmp_path / "out"
+    long = ("--max_iters=100000", "--lr_decay_iters=100000", "--eval_interval=100000")
+    seconds, stderr = stop_after(start(train_cmd(out, data_dir, *long)), "iter 2:", signal.SIGINT, delay=0)
+    stopped = load_checkpoint(out / "ckpt.pt")
+    assert stopped["stopped_by"] == "SIGINT", stderr
+    again = run_train(*long[1:], "--max_iters=1", data=data_dir, out=out)
+    kept = next((out / "previous").iterdir())
+    assert again.returncode == 0 and (f"SIGINT stopped it at iter {stopped['iter_num']} of 100,000: to continue that "
+                                      "run instead of this new one, stop this one and run the same command with "
+                                      f"--init_from=resume --out_dir={kept}") in again.stdout, again.stdout
+    resumed = run_train(*long[1:], "--max_iters=6", "--init_from=resume", data=data_dir, out=kept)  # as told
+    assert resumed.returncode == 0 and f"resume at iter {stopped['iter_num']}" in resumed.stdout, resumed.stdout
+    assert "stopped_by" not in load_checkpoint(out / "ckpt.pt")  # that run ended: the next one is told nothing
+    third = run_train(*long[1:], "--max_iters=1", data=data_dir, out=out)
+    assert third.returncode == 0 and "held an earlier run" in third.stdout and "stopped it" not in third.stdout
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_stop_during_a_long_eval_saves_within_seconds(signum, tmp_path, data_dir):
     """A stop mid-eval is acknowledged at once, the eval is dropped (its result is not needed to save), and
