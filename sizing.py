@@ -4,6 +4,7 @@ training memory, checkpoint size. tests/ prove every count equals the instantiat
 
     python sizing.py                      # GPT-2 small (124M)
     python sizing.py config/tiny.py       # any config, --key=value overrides as train.py
+    python sizing.py --out_dir=out-tiny   # the model a run trained, from its ckpt.pt
     python sizing.py --n_layer=48 --n_head=25 --n_embd=1600   # gpt2-xl, sized in a second
 """
 
@@ -23,6 +24,7 @@ KEYS = dict(  # sizing.py's own keys, beside GPTConfig's (model.py); a train.py 
     dataset="",  # train.py's key: a folder under data/ (vocab_size comes from its meta.json)
     data_dir="",  # train.py's key: the dataset's folder, if not data/<dataset>
     optimizer="adamw",  # train.py's key: adamw | muon, whose state the checkpoint and training memory hold
+    out_dir="",  # on the command line, a run's folder: size the model its ckpt.pt holds (shape, vocab, optimizer)
 )
 
 
@@ -229,12 +231,36 @@ def report(config, seq_len=None, optimizer="adamw"):
     return "\n".join(lines)
 
 
+def run_model(out_dir, cfg, given, optimizer):
+    """--out_dir: cfg's model keys set to those of the run's ckpt.pt, which given (the keys set on the command
+    line or in a file) must not contradict. Returns the optimizer the run trained with, unless given."""
+    from checkpoint import current_model_args, load_checkpoint
+    path = os.path.join(out_dir, "ckpt.pt")
+    ckpt = load_checkpoint(path, mmap=True)  # weights_only; mapped: nothing read but what is looked at
+    args = current_model_args(ckpt)
+    unknown = sorted(set(args) - set(cfg))
+    if unknown:
+        raise ConfigError(f"{path} was trained with model keys model.py does not have ({', '.join(unknown)}): "
+                          "size it with the model.py it was trained with")
+    clash = sorted(k for k in given if k in args and k != "dropout" and args[k] != cfg[k])
+    if clash:
+        raise ConfigError(f"--out_dir sizes the model {path} holds, whose {clash[0]} is {args[clash[0]]!r}, not "
+                          f"{cfg[clash[0]]!r}: leave {clash[0]} out, or leave out --out_dir to size another model")
+    cfg.update(args)
+    print(f"the model of {path} (iter {ckpt.get('iter_num')})", file=sys.stderr)
+    return optimizer if "optimizer" in given else (ckpt.get("config") or {}).get("optimizer", "adamw")
+
+
 def main():
     from model import OPTIMIZERS, GPTConfig
     # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
     defaults = dict(config_keys(vars(GPTConfig())), **KEYS)
-    cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")])
-    seq_len, dataset, data_dir, optimizer = (cfg.pop(k) for k in ("seq_len", "dataset", "data_dir", "optimizer"))
+    given = {}
+    cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")], given=given)
+    seq_len, dataset, data_dir, optimizer, out_dir = (cfg.pop(k) for k in
+                                                      ("seq_len", "dataset", "data_dir", "optimizer", "out_dir"))
+    if out_dir and given["out_dir"] == "on the command line":  # a train config's out_dir is where it would train
+        optimizer = run_model(out_dir, cfg, given, optimizer)
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     if seq_len < 0:  # 0 means block_size

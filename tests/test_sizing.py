@@ -320,3 +320,28 @@ def test_checkpoint_size_follows_the_optimizer_as_train_py_saves_it(optimizer, t
         assert size < 0.75 * memory_bytes(config)["checkpoint"]
     line = report(config, optimizer=optimizer).splitlines()[-1]
     assert f"optimizer={optimizer}" in line and f"checkpoint {human(m['checkpoint'])}B" in line
+
+
+def test_out_dir_sizes_the_model_a_run_trained(tmp_path):
+    """`sizing.py --out_dir=RUN` sizes the checkpoint's model (shape, vocab, optimizer), as sample.py and lens.py
+    read a run. Before, --out_dir was an unknown key whose "did you mean data_dir?" pointed away from it, and
+    `sizing.py RUN` said only that a folder is not a config file."""
+    import train
+    from checkpoint import save_checkpoint
+    config = GPTConfig(block_size=32, vocab_size=43, n_layer=2, n_head=2, n_embd=32, bias=False, position="rope")
+    model = GPT(config)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu", "muon")
+    state = train.checkpoint_state(model, opt, torch.amp.GradScaler("cpu", enabled=False),
+                                   dict(train.config_keys(vars(train)), optimizer="muon"), 7, 2.0, 1.0,
+                                   train.rng_state("cpu"), torch.Generator().get_state())
+    save_checkpoint(state, str(tmp_path / "ckpt.pt"))
+    r = run_script("sizing.py", f"--out_dir={tmp_path}")
+    assert r.returncode == 0 and r.stderr == f"the model of {tmp_path / 'ckpt.pt'} (iter 7)\n", r.stderr
+    assert r.stdout.startswith("GPT: n_layer=2 n_head=2 n_embd=32 block_size=32 vocab_size=43 norm=layernorm "
+                               "position=rope bias=False")
+    assert f"{param_counts(config)['total']:>16,}" in r.stdout and "optimizer=muon" in r.stdout
+    clash = run_script("sizing.py", f"--out_dir={tmp_path}", "--n_layer=4")
+    assert clash.returncode == 2 and clash.stderr.startswith("error: --out_dir sizes the model") and \
+        "whose n_layer is 2, not 4" in clash.stderr
+    folder = run_script("sizing.py", str(tmp_path))
+    assert folder.returncode == 2 and f"did you mean --out_dir={tmp_path}?" in folder.stderr
