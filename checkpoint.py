@@ -19,6 +19,11 @@ from dataclasses import fields
 
 import torch
 
+try:
+    import fcntl  # POSIX: train.py's lock on its out_dir
+except ImportError:
+    fcntl = None
+
 from configurator import ConfigError, library_help
 from model import GPT, GPTConfig
 
@@ -83,6 +88,22 @@ def other_checkpoint(path):
     return f"; {other} is there" if other and os.path.isfile(other) else ""
 
 
+def in_use(out_dir):
+    """Whether a train.py run holds out_dir's lock now (train.lock_out_dir): a shared lock, tried and let go, fails only against it."""
+    if fcntl is None or not os.path.isdir(out_dir):
+        return False
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing lets a shared lock go
+
+
 def load_checkpoint(path, map_location="cpu", mmap=False):
     """
     The checkpoint dict at path; a missing or unreadable file is a one-line ConfigError. mmap=True maps
@@ -92,6 +113,9 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         folder = os.path.dirname(path)
         # out_dir holds no run: say where its last one went
         earlier = [] if holds_checkpoint(folder) else earlier_runs(folder)
+        if in_use(folder):  # a run training there has yet to save
+            raise ConfigError(f"no checkpoint at {path} yet: a train.py run is training there now and has not "
+                              "saved yet (it saves ckpt.pt at each eval_interval)")
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
                                                          f"pass --out_dir={earlier[-1]})" if earlier else "")
                           + other_checkpoint(path))

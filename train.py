@@ -75,7 +75,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (check_init_from, checkpoint_summary, current_model_args, is_export, is_nanogpt,
+from checkpoint import (check_init_from, checkpoint_summary, current_model_args, in_use, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
                           resolve_device, run, silence_stdout, unwritable)
@@ -680,22 +680,6 @@ def out_dir_busy(out_dir, more=""):
     """The error for a run into an out_dir whose lock another run holds."""
     return ConfigError(f"another train.py is writing to out_dir={out_dir} now{more}: let it end (or stop it), "
                        "or pass another --out_dir")
-
-
-def in_use(out_dir):
-    """Whether a run holds out_dir's lock now: a shared lock, tried and let go, fails only against it."""
-    if fcntl is None or not os.path.isdir(out_dir):
-        return False
-    fd = os.open(out_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # closing lets a shared lock go
 
 
 def release_out_dirs():
