@@ -265,18 +265,21 @@ def main():
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     if seq_len < 0:  # 0 means block_size
         raise ConfigError(f"seq_len must not be negative (0: block_size), got {seq_len}")
+    note = None
     if not cfg["vocab_size"]:
         vocab, path = dataset_vocab(dataset, data_dir)
         cfg["vocab_size"] = vocab or GPTConfig.vocab_size
         if vocab:
-            print(f"vocab_size {vocab} from {path}", file=sys.stderr)
+            note = f"vocab_size {vocab} from {path}"
         elif dataset or data_dir:
-            print(f"note: {path} not found (prepare the dataset, or pass --vocab_size): "
-                  f"sizing with GPT-2's vocab_size {cfg['vocab_size']}", file=sys.stderr)
+            note = (f"note: {path} not found (prepare the dataset, or pass --vocab_size): "
+                    f"sizing with GPT-2's vocab_size {cfg['vocab_size']}")
     try:
         config = GPTConfig(**cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if note:  # after the checks: bad input is one line
+        print(note, file=sys.stderr)
     print(report(config, seq_len, optimizer))
 
 

@@ -285,6 +285,7 @@ def test_cli_takes_vocab_size_from_the_configs_dataset(tmp_path):
     (("--n_layer=two",), "n_layer"),
     (("no_such_config.py",), "no_such_config.py"),
     (("--seq_len=-5",), "seq_len must not be negative"),  # printed negative FLOPs
+    ((str(ROOT / "config" / "tiny.py"), "--n_head=3"), "n_head=3"),  # the vocab's note came first: two lines
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, needle):
     r = sizing(*args, real=args == ("--bogus=1",))  # one as a user sees it; the rest the same code, in process
