@@ -280,6 +280,9 @@ def main():
         raise ConfigError(str(e)) from None
     if note:  # after the checks: bad input is one line
         print(note, file=sys.stderr)
+    if seq_len > config.block_size:  # a learner may size attention's growth past it: said, not refused
+        print(f"note: seq_len {seq_len} is past block_size {config.block_size}, more than the model can take at "
+              "once: its FLOPs are counted as if it could", file=sys.stderr)
     print(report(config, seq_len, optimizer))
 
 

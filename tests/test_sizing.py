@@ -346,3 +346,12 @@ def test_out_dir_sizes_the_model_a_run_trained(tmp_path):
         "whose n_layer is 2, not 4" in clash.stderr
     folder = run_script("sizing.py", str(tmp_path))
     assert folder.returncode == 2 and f"did you mean --out_dir={tmp_path}?" in folder.stderr
+
+
+def test_a_seq_len_past_block_size_is_sized_with_a_note():
+    """--seq_len=4096 on a 1024-token model: FLOPs for a length the model cannot take, now said on stderr."""
+    r = run_script("sizing.py", "--seq_len=4096")
+    assert r.returncode == 0 and "at seq_len 4096" in r.stdout
+    assert r.stderr == ("note: seq_len 4096 is past block_size 1024, more than the model can take at once: "
+                        "its FLOPs are counted as if it could\n"), r.stderr
+    assert run_script("sizing.py", "--seq_len=1024").stderr == ""
