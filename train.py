@@ -524,6 +524,18 @@ def preflight(config, given):
     return config
 
 
+def stopped_short(ckpt):
+    """How a stop ended the run that saved ckpt, against its goal (max_seconds of steps, else max_iters), or
+    None if no stop saved it."""
+    config, stopped, n = ckpt.get("config") or {}, ckpt.get("stopped_by"), ckpt.get("iter_num")
+    if not stopped:
+        return None
+    if config.get("max_seconds", 0) > 0 and isinstance(ckpt.get("trained_seconds"), (int, float)):
+        return (f"{stopped} stopped it at iter {n}, {ckpt['trained_seconds']:.0f} s into its "
+                f"{config['max_seconds']:g} s of training")
+    return f"{stopped} stopped it at iter {n}" + (f" of {config['max_iters']:,}" if "max_iters" in config else "")
+
+
 def run_summary(out_dir):
     """(iter_num, best val loss, how it was stopped short) of the run in out_dir, from its checkpoint or else
     its log; None where unknown or where the run was not stopped (a stop's save says so in ckpt.pt)."""
@@ -533,10 +545,7 @@ def run_summary(out_dir):
                 ckpt = load_checkpoint(os.path.join(out_dir, name), mmap=True)  # mapped: cheap at any size
             except ConfigError:  # unreadable: the log may still tell
                 continue
-            goal = (ckpt.get("config") or {}).get("max_iters")
-            stopped = ckpt.get("stopped_by") if name == "ckpt.pt" and isinstance(goal, int) else None
-            return (ckpt.get("iter_num"), ckpt.get("best_val_loss"),
-                    stopped and f"{stopped} stopped it at iter {ckpt.get('iter_num')} of {goal:,}")
+            return ckpt.get("iter_num"), ckpt.get("best_val_loss"), name == "ckpt.pt" and stopped_short(ckpt)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
     if not records:
         return None, None, None

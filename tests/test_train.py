@@ -1001,6 +1001,11 @@ def test_the_same_command_after_a_stop_says_how_to_continue_the_stopped_run(tmp_
     assert "stopped_by" not in load_checkpoint(out / "ckpt.pt")  # that run ended: the next one is told nothing
     third = run_train(*long[1:], "--max_iters=1", data=data_dir, out=out)
     assert third.returncode == 0 and "held an earlier run" in third.stdout and "stopped it" not in third.stdout
+    # a time budget's goal is its seconds (config/tiny.py's max_iters is only a cap)
+    budget = {"stopped_by": "SIGTERM", "iter_num": 66, "trained_seconds": 7.4,
+              "config": {"max_seconds": 180.0, "max_iters": 5000}}
+    assert train.stopped_short(budget) == "SIGTERM stopped it at iter 66, 7 s into its 180 s of training"
+    assert train.stopped_short(dict(budget, stopped_by=None)) is None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
