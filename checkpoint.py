@@ -115,7 +115,7 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         earlier = [] if holds_checkpoint(folder) else earlier_runs(folder)
         if in_use(folder):  # a run training there has yet to save
             raise ConfigError(f"no checkpoint at {path} yet: a train.py run is training there now and has not "
-                              "saved yet (it saves ckpt.pt at each eval_interval)")
+                              "saved yet (it saves at each eval_interval)")
         raise ConfigError(f"no checkpoint at {path}" + (f" (an earlier run there was moved aside to {earlier[-1]}: "
                                                          f"pass --out_dir={earlier[-1]})" if earlier else "")
                           + other_checkpoint(path))

@@ -123,6 +123,11 @@ def test_a_deep_model_is_counted_from_two_small_ones_and_agrees():
     assert instantiated_params(config, most_blocks=2) == (built, " (built with 1 and 2 blocks, the rest counted)")
     deep = GPTConfig(n_layer=10**9)
     assert instantiated_params(deep)[0] == param_counts(deep)["total"] > 10**9 * 7 * 10**6
+    wide = GPTConfig(n_layer=2, n_head=12, n_embd=1_200_000_000)  # 3.6e9 x 1.2e9: torch cannot describe it
+    n, how = instantiated_params(wide)
+    assert n is None and how.startswith("not built: ")
+    from sizing import report
+    assert "instantiated model" in report(wide) and "EB" in report(wide)  # the arithmetic still reports
 
 
 def matmul_params(config):

@@ -807,7 +807,7 @@ def test_a_resume_into_a_run_that_has_yet_to_save_says_it_is_in_use(tmp_path, da
     assert_one_line_error(result, 2, f"another train.py is writing to out_dir={out} now (it has saved no ckpt.pt "
                                      "yet): let it end (or stop it), or pass another --out_dir")
     assert_one_line_error(sampled, 2, f"no checkpoint at {out / 'ckpt.pt'} yet: a train.py run is training there "
-                                      "now and has not saved yet (it saves ckpt.pt at each eval_interval)")
+                                      "now and has not saved yet (it saves at each eval_interval)")
     assert "no checkpoint" in run_train("--init_from=resume", data=data_dir, out=out).stderr  # once let go
 
 
