@@ -1178,17 +1178,21 @@ def train(config, ddp, given, stopper):
         state from before, if given: what an iteration cut short began with; and what stopped the run, if a
         stop saves). Every process must call this."""
         with stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
-            write_state(names, before, stopped_by)
+            return write_state(names, before, stopped_by)
 
     def write_state(names, before, stopped_by):
+        """As save; returns stopped_by, a peer's signal (None) named on rank 0 as "<signal> to rank <r>"."""
         nonlocal ckpt_iter
         ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter
         states = [before[1] if before else rng_state(device_type)]
-        if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly
-            states = [None] * world_size
-            dist.all_gather_object(states, rng_state(device_type))
+        if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly; and its signal
+            gathered = [None] * world_size
+            dist.all_gather_object(gathered, (rng_state(device_type), stopper.signum))
+            states = [state for state, _ in gathered]
+            peers = [f"{signal.Signals(s).name} to rank {r}" for r, (_, s) in enumerate(gathered) if s]
+            stopped_by = stopped_by or next(iter(peers), None)
         if not master:
-            return
+            return stopped_by
         rng = {"torch": [s["torch"] for s in states]}
         if device_type == "cuda":
             rng["cuda"] = [s["cuda"] for s in states]
@@ -1196,6 +1200,7 @@ def train(config, ddp, given, stopper):
                                  before[0] if before else sampler.get_state(), stopped_by)
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
+        return stopped_by
 
     def say(message):
         if master:
@@ -1261,14 +1266,13 @@ def train(config, ddp, given, stopper):
             if stopper.signum == signal.SIGPIPE and master:
                 print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
             return
-        name = signal.Signals(stopper.signum).name if stopper.signum else "a peer's signal"
-        save(["ckpt.pt"], before, stopped_by=name)
+        name = save(["ckpt.pt"], before, stopped_by=signal.Signals(stopper.signum).name if stopper.signum else None)
         if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
             if master:
                 print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
                       "continue with --init_from=resume", file=sys.stderr)
             return
-        say(f"{name} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
+        say(f"{name or 'a stop'} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
     def log(record):
         if master:  # strict JSON: a diverged (nan, inf) value is written as null

@@ -900,6 +900,34 @@ def test_nproc_processes_stop_and_save_when_their_launcher_is_killed(tmp_path, d
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] >= 3
 
 
+def test_nproc_a_signal_to_one_rank_is_named_where_it_saves(tmp_path, data_dir):
+    """SIGTERM to rank 1 alone: all ranks stop and rank 0 saves, as before, but its line said only "a peer's
+    signal". The ranks' signals now travel with their random state to rank 0, which names signal and rank."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    proc = subprocess.Popen(train_cmd(out, data_dir, "--nproc=2", "--max_iters=1000000", "--eval_interval=100000",
+                                      "--lr_decay_iters=1000000"), cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ranks = lambda: processes_naming(str(out), but=proc.pid)
+    try:
+        deadline = time.time() + 120
+        while len(train.read_log(out / "log.jsonl")) < 4:
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        environ = lambda pid: dict(v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v)
+        rank = {environ(pid)["RANK"]: pid for pid in ranks()}
+        os.kill(int(rank["1"]), signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        for pid in ranks():
+            os.kill(int(pid), signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["stopped_by"] == "SIGTERM to rank 1"
+    assert f"SIGTERM to rank 1 at iter {ckpt['iter_num']}: saved {out}/ckpt.pt" in stdout, stdout
+
+
 def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
     """train.py | head: the reader going away mid-run is a stop, not the end: ckpt.pt is saved, one stderr line
     says so and how to continue, and the exit code is 141 (128 + SIGPIPE), not 0 with the work lost."""
