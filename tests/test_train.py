@@ -873,20 +873,29 @@ def test_signal_saves_checkpoint_and_exits_as_interrupted(signum, tmp_path, data
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc: Linux only")
+def nproc_training(out, data_dir, output):
+    """A --nproc=2 run that trains on until stopped, once it has logged a few iterations: (its launcher, a
+    function listing its ranks' pids). output (DEVNULL or PIPE) takes its stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    proc = subprocess.Popen(train_cmd(out, data_dir, "--nproc=2", "--max_iters=1000000", "--eval_interval=100000",
+                                      "--lr_decay_iters=1000000"), cwd=ROOT, env=env, text=True,
+                            stdout=output, stderr=output)
+    ranks = lambda: processes_naming(str(out), but=proc.pid)
+    deadline = time.time() + 120
+    while len(train.read_log(out / "log.jsonl")) < 4:
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise AssertionError(f"the --nproc=2 run ended or logged nothing in 120 s ({proc.poll()})")
+        time.sleep(0.1)
+    return proc, ranks
+
+
 def test_nproc_processes_stop_and_save_when_their_launcher_is_killed(tmp_path, data_dir):
     """kill -9 of --nproc's launcher passes nothing on, and its processes, in a session of their own, trained on
     out of Ctrl-C's reach (a user's trial). Now each is sent SIGTERM as the launcher dies: they save and end."""
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    proc = subprocess.Popen(train_cmd(out, data_dir, "--nproc=2", "--max_iters=1000000", "--eval_interval=100000",
-                                      "--lr_decay_iters=1000000"), cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ranks = lambda: processes_naming(str(out), but=proc.pid)
+    proc, ranks = nproc_training(out, data_dir, subprocess.DEVNULL)
     try:
-        deadline = time.time() + 120
-        while len(train.read_log(out / "log.jsonl")) < 4:
-            assert proc.poll() is None and time.time() < deadline
-            time.sleep(0.1)
         assert len(ranks()) == 2
         proc.kill()
         proc.wait()
@@ -904,16 +913,8 @@ def test_nproc_a_signal_to_one_rank_is_named_where_it_saves(tmp_path, data_dir):
     """SIGTERM to rank 1 alone: all ranks stop and rank 0 saves, as before, but its line said only "a peer's
     signal". The ranks' signals now travel with their random state to rank 0, which names signal and rank."""
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    proc = subprocess.Popen(train_cmd(out, data_dir, "--nproc=2", "--max_iters=1000000", "--eval_interval=100000",
-                                      "--lr_decay_iters=1000000"), cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    ranks = lambda: processes_naming(str(out), but=proc.pid)
+    proc, ranks = nproc_training(out, data_dir, subprocess.PIPE)
     try:
-        deadline = time.time() + 120
-        while len(train.read_log(out / "log.jsonl")) < 4:
-            assert proc.poll() is None and time.time() < deadline
-            time.sleep(0.1)
         environ = lambda pid: dict(v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v)
         rank = {environ(pid)["RANK"]: pid for pid in ranks()}
         os.kill(int(rank["1"]), signal.SIGTERM)
