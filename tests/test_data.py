@@ -439,7 +439,7 @@ def test_train_does_not_start_openwebtexts_download_unasked(tmp_path):
         pytest.skip("OpenWebText is prepared here: train.py would not run its prepare.py")
     proc = subprocess.run([sys.executable, "train.py", "--dataset=openwebtext", f"--out_dir={tmp_path / 'out'}",
                            "--device=cpu", "--max_iters=1"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "running its prepare.py" in proc.stdout
+    assert proc.returncode == 2 and proc.stdout.endswith("yet: asking its prepare.py to make them\n")
     assert proc.stderr == ("error: OpenWebText is a ~55 GB download (~17 GB written here): train.py does not start "
                            "that for you; run it yourself: pip install datasets && python data/openwebtext/prepare.py\n")
     assert not any(name.endswith((".bin", ".json")) for name in os.listdir(owt)) and not (tmp_path / "out").exists()
