@@ -967,12 +967,14 @@ def follow_launcher():
 PEER_GONE = re.compile(r"(closed|reset) by peer|Broken pipe|Connection refused")  # gloo's words for a lost peer
 
 
-def peer_gone(error):
+def peer_gone(error, saved=None):
     """One line, not a traceback, where another process of a DDP run ended mid-collective (killed, or out of
-    memory): what this one saw and what is on disk. Returns the exit code, 1."""
+    memory): what this one saw and what is on disk (saved: what it has just saved itself). Returns the exit
+    code, 1."""
     reason = PEER_GONE.search(str(error)).group(0)
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
-    saved = (f"{ckpt_path} holds the last save (continue with --init_from=resume)" if os.path.exists(ckpt_path)
+    saved = (f"{saved} (continue with --init_from=resume)" if saved else
+             f"{ckpt_path} holds the last save (continue with --init_from=resume)" if os.path.exists(ckpt_path)
              else "nothing was saved yet")
     print(f"rank {os.environ.get('RANK')}: another process of this run is gone (gloo: {reason}), "
           f"so this one stops too; {saved}", file=sys.stderr)
@@ -1180,12 +1182,12 @@ def train(config, ddp, given, stopper):
         with stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
             return write_state(names, before, stopped_by)
 
-    def write_state(names, before, stopped_by):
-        """As save; returns stopped_by, a peer's signal (None) named on rank 0 as "<signal> to rank <r>"."""
+    def write_state(names, before, stopped_by, alone=False):
+        """As save; returns stopped_by, a peer's signal (None) named on rank 0 as "<signal> to rank <r>".
+        alone: rank 0 saves without its peers (one is gone), with its own random state only."""
         nonlocal ckpt_iter
-        ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter
         states = [before[1] if before else rng_state(device_type)]
-        if ddp:  # each process's dropout RNG, so a resume with as many processes continues exactly; and its signal
+        if ddp and not alone:  # each process's dropout RNG, so a resume with as many processes continues exactly; and its signal
             gathered = [None] * world_size
             dist.all_gather_object(gathered, (rng_state(device_type), stopper.signum))
             states = [state for state, _ in gathered]
@@ -1200,7 +1202,23 @@ def train(config, ddp, given, stopper):
                                  before[0] if before else sampler.get_state(), stopped_by)
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
+        ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter  # once written: a save cut short wrote nothing
         return stopped_by
+
+    def save_alone():
+        """Another process of a DDP run is gone (killed, out of memory) and took the collectives with it: rank 0
+        saves ckpt.pt as it was after the last complete iteration, alone. Returns what it saved, to say, or None."""
+        if not master or eval_only:
+            return None
+        if iter_num == start_iter:  # nothing trained: out_dir as it was found, an earlier run put back
+            leave_as_found()
+            return None
+        if ckpt_iter == iter_num:
+            return None
+        with stopper.save_lock:
+            write_state(["ckpt.pt"], in_flight, "a lost DDP process", alone=True)
+        lost = "; the other processes' random state is lost: dropout will draw new numbers" if dropout > 0 else ""
+        return f"saved {out_dir}/ckpt.pt at iter {iter_num}, its last complete iteration{lost}"
 
     def say(message):
         if master:
@@ -1295,8 +1313,9 @@ def train(config, ddp, given, stopper):
         if len(ckpt["rng"]["torch"]) == world_size:
             set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
         elif master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
-            print(f"warning: the checkpoint ran {len(ckpt['rng']['torch'])} processes, this run {world_size}: "
-                  "dropout draws new random numbers (the data order still continues exactly)", file=sys.stderr)
+            print(f"warning: the checkpoint holds the random state of {len(ckpt['rng']['torch'])} process(es), "
+                  f"this run has {world_size}: dropout draws new random numbers (the data order still continues "
+                  "exactly)", file=sys.stderr)
     if master and decay_lr and min_lr > learning_rate and not eval_only:  # get_lr floors it at the peak
         print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
               f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
@@ -1353,11 +1372,11 @@ def train(config, ddp, given, stopper):
         gradients are discarded and the data sampler and random state go back to where it began, so what
         is saved is the state after the last complete iteration.
         """
-        nonlocal opt_seconds
+        nonlocal opt_seconds, in_flight
         for group, scale in zip(optimizer.param_groups, lr_scales):
             group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
         t = time.time()
-        before = (sampler.get_state(), rng_state(device_type)) if watch or not ddp else None
+        before = in_flight = (sampler.get_state(), rng_state(device_type))  # a few KB: what a stop goes back to
         try:
             with stopper.interruptible(not ddp, lambda: save_on_stop(before)):
                 xs, ys = get_batch()
@@ -1389,6 +1408,7 @@ def train(config, ddp, given, stopper):
         if grad_clip > 0.0 or iter_num % log_interval == 0:
             scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
             grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0.0 else math.inf)
+        in_flight = None  # no collective from here on: the iteration completes
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -1403,7 +1423,7 @@ def train(config, ddp, given, stopper):
 
     bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
                disable=not (master and sys.stderr.isatty()))
-    start_iter, stop, opt_seconds = iter_num, False, 0.0
+    start_iter, stop, opt_seconds, in_flight = iter_num, False, 0.0, None  # in_flight: an iteration's start state
     ckpt_iter = iter_num if init_from == "resume" else None  # the iteration out_dir/ckpt.pt holds
     spent = None  # a resume of a run that had already ended: why nothing trains, and how to train on
     if init_from == "resume" and iter_num >= max_iters:
@@ -1416,69 +1436,75 @@ def train(config, ddp, given, stopper):
     # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
     # while iterations are slow (the first, unmeasured, counts as slow)
     watch = accum > 1
-    while True:
-        if stop:
-            save_on_stop()
-            break
+    try:  # a lost DDP process ends the loop in a collective: what this one holds is saved first
+        while True:
+            if stop:
+                save_on_stop()
+                break
 
-        time_spent = trained / max_seconds if max_seconds > 0 else 0.0
-        lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent) if decay_lr else learning_rate
-        last = iter_num >= max_iters or time_spent >= 1.0
-        # evaluate and checkpoint
-        if iter_num % eval_interval == 0 or last or eval_only:
+            time_spent = trained / max_seconds if max_seconds > 0 else 0.0
+            lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent) if decay_lr else learning_rate
+            last = iter_num >= max_iters or time_spent >= 1.0
+            # evaluate and checkpoint
+            if iter_num % eval_interval == 0 or last or eval_only:
+                t = time.time()
+                losses = estimate_loss()
+                if losses is None:  # a stop came mid-eval: saving does not need its result
+                    stop = True
+                    continue
+                eval_time = time.time() - t
+                log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
+                     "elapsed": time.time() - t0})
+                say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
+                    fail(f"eval loss is not finite at iter {iter_num} (train {losses['train']}, val {losses['val']})")
+                if iter_num > start_iter and not eval_only:  # at start_iter there is nothing new to save
+                    improved = losses["val"] < best_val_loss
+                    best_val_loss = min(best_val_loss, losses["val"])
+                    names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
+                    if names:
+                        save(names)
+            if last or eval_only:
+                break
+
             t = time.time()
-            losses = estimate_loss()
-            if losses is None:  # a stop came mid-eval: saving does not need its result
-                stop = True
+            loss_value, stop, seconds, grad_norm = train_step(lr, watch)
+            if loss_value is None:  # dropped mid-iteration by a stop
                 continue
-            eval_time = time.time() - t
-            log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
-                 "elapsed": time.time() - t0})
-            say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-            if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
-                fail(f"eval loss is not finite at iter {iter_num} (train {losses['train']}, val {losses['val']})")
-            if iter_num > start_iter and not eval_only:  # at start_iter there is nothing new to save
-                improved = losses["val"] < best_val_loss
-                best_val_loss = min(best_val_loss, losses["val"])
-                names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
-                if names:
-                    save(names)
-        if last or eval_only:
-            break
+            trained += seconds
+            watch = accum > 1 and (not ddp or seconds > 1.0)
+            step_times.append(time.time() - t)
+            tokens_since_log += tokens_per_iter
+            time_since_log += step_times[-1]
 
-        t = time.time()
-        loss_value, stop, seconds, grad_norm = train_step(lr, watch)
-        if loss_value is None:  # dropped mid-iteration by a stop
-            continue
-        trained += seconds
-        watch = accum > 1 and (not ddp or seconds > 1.0)
-        step_times.append(time.time() - t)
-        tokens_since_log += tokens_per_iter
-        time_since_log += step_times[-1]
-
-        if iter_num % log_interval == 0:
-            tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
-            elapsed = time.time() - t0
-            log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed,
-                 "grad_norm": grad_norm.item()})
-            say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
-            bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
-            tokens_since_log, time_since_log = 0, 0.0
-        iter_num += 1
-        bar.update(1)
-        if iter_num == start_iter + 1:  # from now a stop saves
-            stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
-        if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
-            # once, from the first iterations (the first warms up: left out where there are more)
-            estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
-            guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
-            end = end_iter(step)
-            left, line = time_left(iter_num, end, eval_interval, step, guess)
-            if max_seconds > 0:  # the bar shows where the budget ends
-                bar.total = end
-                bar.refresh()
-            if left >= 60:  # a shorter run is over before anyone wonders
-                say(f"estimate: {line} on {device}")
+            if iter_num % log_interval == 0:
+                tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
+                elapsed = time.time() - t0
+                log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed,
+                     "grad_norm": grad_norm.item()})
+                say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
+                bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
+                tokens_since_log, time_since_log = 0, 0.0
+            iter_num += 1
+            bar.update(1)
+            if iter_num == start_iter + 1:  # from now a stop saves
+                stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
+            if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
+                # once, from the first iterations (the first warms up: left out where there are more)
+                estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
+                guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
+                end = end_iter(step)
+                left, line = time_left(iter_num, end, eval_interval, step, guess)
+                if max_seconds > 0:  # the bar shows where the budget ends
+                    bar.total = end
+                    bar.refresh()
+                if left >= 60:  # a shorter run is over before anyone wonders
+                    say(f"estimate: {line} on {device}")
+    except RuntimeError as e:
+        if not (ddp and PEER_GONE.search(str(e))):
+            raise
+        bar.close()
+        raise SystemExit(peer_gone(e, save_alone())) from None
 
     bar.close()
     came_back = not stop and iter_num == start_iter and leave_as_found()  # max_iters=0, or a run already ended

@@ -325,7 +325,8 @@ def test_resume_with_another_process_count_warns_only_where_dropout_draws(tmp_pa
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     ckpt = load_checkpoint(out / "ckpt.pt")
     ckpt["rng"]["torch"] *= 2  # as train.py --nproc=2 saves it: one state per process
-    warning = "warning: the checkpoint ran 2 processes, this run 1: dropout draws new random numbers"
+    warning = ("warning: the checkpoint holds the random state of 2 process(es), this run has 1: dropout draws "
+               "new random numbers")
     for args, warned in ((["--eval_only=true"], False), (["--max_iters=3"], False),
                          (["--max_iters=3", "--dropout=0.1"], True)):
         torch.save(ckpt, out / "ckpt.pt")  # again: a resume that trains saves its own, of one process
@@ -1474,12 +1475,13 @@ def test_nproc_ctrl_c_saves_and_exits_130(tmp_path, data_dir):
 
 @pytest.mark.slow
 def test_nproc_a_failed_process_ends_the_others(tmp_path, data_dir):
-    """A process killed mid-run (SIGKILL: nothing can be saved) would leave its peer waiting in a
-    collective: the launcher ends it and exits non-zero within seconds, leaving no process behind. The peer
-    says in one line why it stopped (not gloo's traceback), and the launcher which process was killed."""
-    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'out'}", *TINY,
-           "--max_iters=1000000", "--eval_interval=100000", "--nproc=2"]
-    proc, lines, reader = start(cmd)
+    """A process killed mid-run (SIGKILL: it saves nothing) would leave its peer waiting in a collective: the
+    peer, rank 0, saves ckpt.pt as it was after the last complete iteration, alone, and says so in one line
+    (not gloo's traceback); the launcher ends what is left, says which process was killed and exits non-zero
+    within seconds, leaving no process behind. Resumed with dropout 0, the run continues exactly."""
+    out, whole = tmp_path / "out", tmp_path / "whole"
+    base = [sys.executable, "train.py", f"--data_dir={data_dir}", *TINY, "--lr_decay_iters=40", "--nproc=2"]
+    proc, lines, reader = start(base + ["--max_iters=1000000", "--eval_interval=100000", f"--out_dir={out}"])
     workers = []
     try:
         wait_for(proc, lines, "iter 3:")
@@ -1491,12 +1493,26 @@ def test_nproc_a_failed_process_ends_the_others(tmp_path, data_dir):
         kill_all(workers)
     assert proc.returncode == 128 + signal.SIGKILL
     peer, launcher = proc.stderr.read().splitlines()  # gloo says "closed" or "reset" by peer, by timing
-    assert re.fullmatch(r"rank 0: another process of this run is gone \(gloo: (closed|reset) by peer\), so this "
-                        r"one stops too; nothing was saved yet", peer), peer
+    n = load_checkpoint(out / "ckpt.pt")["iter_num"]
+    assert n >= 4 and re.fullmatch(
+        r"rank 0: another process of this run is gone \(gloo: (closed|reset) by peer\), so this one stops too; "
+        rf"saved {re.escape(str(out))}/ckpt.pt at iter {n}, its last complete iteration \(continue with "
+        r"--init_from=resume\)", peer), peer
     assert launcher == "rank 1 was killed by SIGKILL, so the run ended"
     time.sleep(0.5)
     assert not any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
                    for w in workers)
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["stopped_by"] == "a lost DDP process" and len(ckpt["rng"]["torch"]) == 1
+    # the iteration the kill cut short is not in the checkpoint: resumed, it runs again as in an unbroken run
+    ends = ["--max_iters=" + str(n + 2), "--eval_interval=" + str(n + 2)]
+    resumed = subprocess.run(base + ends + ["--init_from=resume", f"--out_dir={out}"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    unbroken = subprocess.run(base + ends + [f"--out_dir={whole}"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert unbroken.returncode == 0, unbroken.stderr
+    assert losses(out)[0][-2:] == losses(whole)[0][-2:] and [i for i, _ in losses(whole)[0][-2:]] == [n, n + 1]
 
 
 def test_init_from_hugging_face_folder(tmp_path, data_dir):
