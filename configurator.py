@@ -15,10 +15,12 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import textwrap
 import time
 import tokenize
 import types
+from contextlib import contextmanager
 
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -410,7 +412,23 @@ def unwritable(folder):
     there = there or "."  # a relative folder, none of it made yet: the current one
     if not os.path.isdir(there):
         return f"{there} is not a folder"
-    return None if os.access(there, os.W_OK | os.X_OK) else f"{there} is not writable"
+    if not os.access(there, os.W_OK | os.X_OK):
+        return f"{there} is not writable"
+    try:  # a real file, gone at once: access() passes root where the folder takes none (/proc, a read-only mount)
+        with tempfile.TemporaryFile(dir=there):
+            return None
+    except OSError as e:
+        return f"{there} takes no files ({e.strerror or e})"
+
+
+@contextmanager
+def writing(path):
+    """Where files are written to path: an OSError (a read-only or full disk, no permission, a folder that
+    cannot hold files) is bad input, one line naming path and the reason, not a traceback."""
+    try:
+        yield
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def resolve_device(device="auto", dtype="auto"):

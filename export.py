@@ -20,11 +20,13 @@ match: a one-line error.
 A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
 """
 
+import hashlib
 import importlib.util
 import json
 import math
 import os
 import shutil
+import sys
 
 if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
     from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
@@ -33,8 +35,8 @@ if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line
 import torch
 
 from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
-from configurator import ConfigError, config_keys, configure, run, unwritable
-from sample import load_run
+from configurator import ConfigError, config_keys, configure, run, unwritable, writing
+from sample import load_run, too_few_characters
 from sizing import non_embedding_label, param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
 
@@ -302,9 +304,28 @@ def export_hf(model, meta, checkpoint, path, source, name):
         write_gpt2_tokenizer(path, config.block_size)
     else:
         write_char_tokenizer(path, meta["itos"], config.block_size)
-    write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's sample.py --init_from=<folder>
-    with open(os.path.join(path, "README.md"), "w") as f:
-        f.write(model_card(name, checkpoint, config, meta, source, arch))
+    card = model_card(name, checkpoint, config, meta, source, arch)
+    with open(os.path.join(path, "README.md"), "w", encoding="utf-8", newline="") as f:  # as hashed, byte for byte
+        f.write(card)
+    # for glassgpt's sample.py --init_from=<folder>; and the card's hash, so a re-export can tell it was edited
+    write_meta(path, {**{k: v for k, v in meta.items() if k != "dtype"}, "card_sha256": sha256(card)})
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edited_card(path):
+    """Whether the folder's README.md differs from the model card export.py wrote there (known from the hash
+    in its meta.json; an export older than that hash is taken as unedited)."""
+    card = os.path.join(path, "README.md")
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            wrote = json.load(f).get("card_sha256")
+        with open(card, encoding="utf-8", newline="") as f:
+            return bool(wrote) and sha256(f.read()) != wrote
+    except (OSError, ValueError, AttributeError):  # no card, an unreadable meta.json: nothing to keep
+        return False
 
 
 def check_replaceable(path, out_dir, overwrite):
@@ -325,6 +346,9 @@ def check_replaceable(path, out_dir, overwrite):
                           ("" if why else ", or --overwrite=true to replace it"))
     if why:
         raise ConfigError(why)
+    if edited_card(path):  # the file people edit before uploading: kept, as a file of their own is
+        raise ConfigError(f"{path}/README.md was edited since export.py wrote it: --overwrite would replace it "
+                          "with a new model card; move it away first (the new card can then take your edits)")
 
 
 def main(argv=None):
@@ -338,6 +362,10 @@ def main(argv=None):
     if why:
         raise ConfigError(f"cannot write {path}: {why}; choose another --folder")
     checkpoint, source, model, meta, _ = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
+    fewer = too_few_characters(meta, model.config.vocab_size)
+    if fewer:  # the folder's tokenizer would decode the model's other ids to nothing: said, as sample.py says it
+        print(f"warning: {fewer}: the folder's tokenizer cannot decode the rest (is this model's meta.json "
+              "another?)", file=sys.stderr)
     try:
         arch = architecture(model.config)
     except ConfigError as e:
@@ -350,21 +378,22 @@ def main(argv=None):
                           "(it brings the others)")
     quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
-    try:
-        export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
-        umask = os.umask(0)  # read it: os has no other way
-        os.umask(umask)
-        for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
-            os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
-        if os.path.exists(path):  # the old folder goes only now that the new one is complete
-            added = sorted(set(os.listdir(path)) - set(os.listdir(tmp)))  # files of the user's, put in since
-            if added:
-                raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
-                                  "which export.py did not write: --overwrite would delete it; move it away first")
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with writing(path):  # a read-only or full disk: one line, and the temporary folder goes
+        try:
+            export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
+            umask = os.umask(0)  # read it: os has no other way
+            os.umask(umask)
+            for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
+                os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
+            if os.path.exists(path):  # the old folder goes only now that the new one is complete
+                added = sorted(set(os.listdir(path)) - set(os.listdir(tmp)))  # files of the user's, put in since
+                if added:
+                    raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
+                                      "which export.py did not write: --overwrite would delete it; move it away first")
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     print(f"wrote {path}: {source} as a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee (Llama-style)'} "
           f"model ({meta['tokenizer']} tokenizer); "
           f"load it with AutoModelForCausalLM.from_pretrained({path!r})")

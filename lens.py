@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from checkpoint import check_init_from
-from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run, unwritable
+from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run, unwritable, writing
 from sample import encode_prompt, load_model, read_prompt
 from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
 
@@ -519,12 +519,16 @@ def main(argv=None):
     print(lens_rows(tokens, [[decode([i]) for i in row] for row in lens_logits.argmax(-1).tolist()]))
 
     title = f"{loaded.split(', tokenizer from')[0]}: {len(ids)} tokens"
-    if cfg["png"] and plot_attention(inside["att"], tokens, cfg["png"]):
+    with writing(cfg["png"]):
+        drawn = cfg["png"] and plot_attention(inside["att"], tokens, cfg["png"])
+    if drawn:
         log(f"wrote {cfg['png']}")
     elif cfg["png"]:
         log("matplotlib is not installed: no attention PNG (pip install matplotlib)")
     if cfg["html"]:
-        write_page(page_data(inside, lens_logits, lens_loss, tokens, stats, lambda i: decode([i]), cfg["top"], title), cfg["html"])
+        with writing(cfg["html"]):
+            write_page(page_data(inside, lens_logits, lens_loss, tokens, stats, lambda i: decode([i]), cfg["top"], title),
+                       cfg["html"])
         log(f"wrote {cfg['html']}")
     return {"ids": ids, "tokens": tokens, **inside, "lens_logits": lens_logits, "lens_loss": lens_loss, "stats": stats}
 

@@ -96,10 +96,15 @@ def check_meta_fits(meta, meta_from, vocab_size):
         raise ConfigError(f"the tokenizer from {meta_from} has {meta['vocab_size']} tokens but the model only "
                           f"{vocab_size}: not this model's; name its meta.json (or nanoGPT's meta.pkl) with "
                           "--meta=PATH")
+    fewer = too_few_characters(meta, vocab_size)
+    return meta_from + (f" (warning: {fewer}, which print as \ufffd: this model's meta.json?)" if fewer else "")
+
+
+def too_few_characters(meta, vocab_size):
+    """Words for a char tokenizer with fewer characters than the model has ids, else ""."""
     if meta["tokenizer"] == "char" and meta["vocab_size"] < vocab_size:
-        meta_from += (f" (warning: its {meta['vocab_size']} characters are fewer than the model's "
-                      f"{vocab_size} ids, which print as \ufffd: this model's meta.json?)")
-    return meta_from
+        return f"the tokenizer's {meta['vocab_size']} characters are fewer than the model's {vocab_size} ids"
+    return ""
 
 
 def better_latest(path, checkpoint):
@@ -155,15 +160,19 @@ def load_run(folder, ckpt="", meta=""):
         why = str(e).splitlines()[0][:300]
         raise ConfigError(f"{path} does not hold a model this code can build: "
                           + (why if isinstance(e, ValueError) else f"{type(e).__name__}: {why}")) from None
-    meta, meta_from = read_meta_path(meta) if meta else meta_for_run(folder, checkpoint.get("config") or {})
-    return checkpoint, path, model, meta, check_meta_fits(meta, meta_from, model.config.vocab_size)
+    vocab_size = model.config.vocab_size
+    meta, meta_from = read_meta_path(meta) if meta else meta_for_run(folder, checkpoint.get("config") or {}, vocab_size)
+    return checkpoint, path, model, meta, check_meta_fits(meta, meta_from, vocab_size)
 
 
-def meta_for_run(folder, train_config):
+GPT2_VOCAB = 50257  # tiktoken's GPT-2 BPE: a model with fewer ids cannot have been trained on it
+
+
+def meta_for_run(folder, train_config, vocab_size):
     """
     (meta, where from): a meta.json or nanoGPT's meta.pkl in out_dir, else in the training dataset's
     folder data/<dataset>: beside out_dir (a nanoGPT checkout), from here (as nanoGPT looks), in this
-    repo. Neither: GPT-2's BPE, as nanoGPT assumes.
+    repo. Neither: GPT-2's BPE, as nanoGPT assumes, where the model has ids enough for it.
     """
     dataset = os.path.join("data", str(train_config.get("dataset", "")))
     seen = set()
@@ -173,6 +182,10 @@ def meta_for_run(folder, train_config):
             found = find_meta(where)
             if found:
                 return found
+    if vocab_size < GPT2_VOCAB:  # a char model moved away from its data/: say so, not GPT-2's BPE (or its download)
+        raise ConfigError(f"no meta.json or meta.pkl for {folder} (looked in it and in {dataset} beside it, here "
+                          f"and in this repo), and its {vocab_size} ids are too few for GPT-2's BPE: name its "
+                          "tokenizer with --meta=PATH")
     return gpt2_meta(), "GPT-2's BPE (no meta.json or meta.pkl found)"
 
 

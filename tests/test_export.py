@@ -234,6 +234,54 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
 
 
+def test_an_edited_model_card_is_not_overwritten(tmp_path):
+    """The card is the file people edit before uploading: --overwrite replaced it without a word. Now an edited
+    README.md refuses the overwrite, as a file of the user's own does; an unedited one is replaced."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    args = [f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'hf'}"]
+    export.main(args)
+    export.main(args + ["--overwrite=true"])  # unedited: replaced
+    card = tmp_path / "hf" / "README.md"
+    card.write_text(card.read_text() + "\nMy notes on this model.\n")
+    with pytest.raises(ConfigError) as caught:
+        export.main(args + ["--overwrite=true"])
+    assert str(caught.value) == (f"{tmp_path / 'hf'}/README.md was edited since export.py wrote it: --overwrite "
+                                 "would replace it with a new model card; move it away first (the new card can "
+                                 "then take your edits)")
+    assert card.read_text().endswith("My notes on this model.\n")
+    card.unlink()  # moved away: the overwrite goes ahead, with a new card
+    export.main(args + ["--overwrite=true"])
+    assert card.is_file() and "My notes" not in card.read_text()
+
+
+def test_a_folder_that_takes_no_files_is_one_line_before_any_work(tmp_path, monkeypatch):
+    """As root, /proc passes access(W_OK) but takes no files: transformers' save_pretrained raised
+    FileNotFoundError, a traceback. Now the folder is tried first; and a disk that fails mid-write is one line too."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    if os.path.isdir("/proc/self"):
+        with pytest.raises(ConfigError, match=r"^cannot write /proc/glassgpt-x: /proc takes no files"):
+            export.main([f"--out_dir={tmp_path / 'run'}", "--folder=/proc/glassgpt-x"])
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(export, "write_meta", full_disk)
+    with pytest.raises(ConfigError) as caught:
+        export.main([f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'hf'}"])
+    assert str(caught.value) == f"cannot write {tmp_path / 'hf'}: No space left on device"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the half-written folder went
+
+
+def test_a_char_tokenizer_with_fewer_characters_than_the_model_is_warned_of(tmp_path, capsys):
+    """--meta naming another run's characters, fewer than the model's ids: sample.py warned, export.py wrote the
+    folder without a word, though its tokenizer cannot decode the rest."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    tokenizer.write_meta(tmp_path / "fewer", tokenizer.char_meta(CHARS[:40]))
+    export.main([f"--out_dir={tmp_path / 'run'}", f"--meta={tmp_path / 'fewer'}"])
+    assert capsys.readouterr().err == (f"warning: the tokenizer's 40 characters are fewer than the model's "
+                                       f"{len(CHARS)} ids: the folder's tokenizer cannot decode the rest (is this "
+                                       "model's meta.json another?)\n")
+
+
 def test_another_datasets_tokenizer_is_refused_as_sample_py_refuses_it(tmp_path):
     """A nanoGPT run (65 characters) whose meta.pkl is not beside it took this repo's data/<dataset>/meta.json,
     76 characters offline: the export wrote that tokenizer and a model card saying so, and transformers then

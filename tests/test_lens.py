@@ -328,6 +328,9 @@ def bad_cases(out_dir):
                                     f"{out_dir / 'empty.txt'} is not a folder"),
         "bad key": ([f"--out_dir={out_dir}", "--strat=x"], "did you mean start?"),
         "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not exist"),
+        # a folder that takes no files though it looks writable (root, /proc): it was a traceback after the work
+        **({"page the folder refuses": ([f"--out_dir={out_dir}", "--html=/proc/glassgpt-lens.html"],
+                                        "cannot write ")} if os.path.isdir("/proc/self") else {}),
     }
 
 

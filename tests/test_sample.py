@@ -127,8 +127,8 @@ def test_a_char_tokenizer_smaller_than_the_model_is_taken_with_a_warning(out_dir
     tokenizer.write_meta(out_dir / "small", dict(tokenizer.char_meta(VOCAB[:35]), dtype="uint16"))
     _, err = run_sample(capsys, f"--out_dir={out_dir}", f"--meta={out_dir / 'small' / 'meta.json'}",
                         "--num_samples=1", "--max_new_tokens=3")
-    assert (f"tokenizer from {out_dir / 'small' / 'meta.json'} (warning: its 35 characters are fewer than the "
-            f"model's {len(VOCAB)} ids, which print as \ufffd: this model's meta.json?)") in err
+    assert (f"tokenizer from {out_dir / 'small' / 'meta.json'} (warning: the tokenizer's 35 characters are fewer "
+            f"than the model's {len(VOCAB)} ids, which print as \ufffd: this model's meta.json?)") in err
     _, err = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=1", "--max_new_tokens=3")
     assert "warning" not in err  # its own meta.json: as many characters as ids
 
@@ -234,6 +234,8 @@ def bad_cases(out_dir):
     (out_dir / "previous" / "20261124-114329-iter4").mkdir(parents=True)  # as train.py keeps an earlier run
     (out_dir / "previous" / "20261124-114329-iter4" / "ckpt.pt").write_bytes(whole)
     (out_dir / "other").mkdir()  # another dataset's tokenizer, with more characters than the model has
+    (out_dir / "alone").mkdir()  # a char model moved away from its data/: offline, GPT-2's BPE blamed tiktoken
+    write_checkpoint(out_dir / "alone" / "ckpt.pt", dataset="nowhere")
     tokenizer.write_meta(out_dir / "other", dict(tokenizer.char_meta(VOCAB + "0123456789"), dtype="uint16"))
     return {
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
@@ -260,6 +262,10 @@ def bad_cases(out_dir):
                                       f"the tokenizer from {out_dir / 'other' / 'meta.json'} has {len(VOCAB) + 10} "
                                       f"tokens but the model only {len(VOCAB)}: not this model's; name its meta.json "
                                       "(or nanoGPT's meta.pkl) with --meta=PATH"),
+        "no tokenizer anywhere": ([f"--out_dir={out_dir / 'alone'}"], f"no meta.json or meta.pkl for "
+                                  f"{out_dir / 'alone'} (looked in it and in data/nowhere beside it, here and in this "
+                                  f"repo), and its {len(VOCAB)} ids are too few for GPT-2's BPE: name its tokenizer "
+                                  "with --meta=PATH"),
         # it was unpickled, and said "not plain data (UnpicklingError ...)"
         "not a tokenizer file": ([f"--out_dir={out_dir}", f"--meta={REPO}/README.md"],
                                  f"--meta wants a meta.json, nanoGPT's meta.pkl or the folder holding one, got "
