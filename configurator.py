@@ -29,8 +29,14 @@ class ConfigError(ValueError):
     pass
 
 
+# other projects' names for some keys, where spelling alone would not find ours
+ALIASES = {"lr": "learning_rate", "num_layers": "n_layer", "num_heads": "n_head", "d_model": "n_embd",
+           "hidden_size": "n_embd", "context_length": "block_size", "seq_len": "block_size", "steps": "max_iters",
+           "wd": "weight_decay", "grad_accum": "gradient_accumulation_steps"}
+
+
 def _unknown(key, defaults, where, in_file=False):
-    close = difflib.get_close_matches(key, defaults, n=1)
+    close = [ALIASES[key]] if ALIASES.get(key) in defaults else difflib.get_close_matches(key, defaults, n=1)
     hint = f" (did you mean {close[0]}?)" if close else \
         f" (a variable of the file's own: name it _{key}, and it is left alone)" if in_file else ""
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
@@ -39,6 +45,7 @@ def _unknown(key, defaults, where, in_file=False):
 def _meant(arg, defaults):
     """A hint for key=value typed without its --, which reads as a config file's name."""
     key, eq, value = arg.partition("=")
+    key = key.lstrip("-")  # -n_layer=2: one dash short
     if not eq or not key.isidentifier():
         return ""
     close = [key] if key in defaults else difflib.get_close_matches(key, defaults, n=1)
@@ -156,6 +163,9 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 hint = _meant(arg, defaults)
                 if os.path.isdir(arg) and "out_dir" in defaults:  # a run's folder, where --out_dir= was meant
                     hint = f" (a folder, not a config file: did you mean --out_dir={arg}?)"
+                beside = os.path.join(os.path.dirname(os.path.abspath(script)), arg)
+                if not hint and not os.path.isabs(arg) and os.path.isfile(beside):  # run from another folder
+                    hint = f" (did you mean {beside}? relative paths are taken from the current folder)"
                 raise ConfigError(f"cannot read config file {arg}: {e.strerror}{hint}") from None
             except UnicodeDecodeError:  # a checkpoint, say, where --out_dir=<its folder> was meant
                 hint = (f" (did you mean --out_dir={os.path.dirname(arg) or '.'}?)"

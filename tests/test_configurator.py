@@ -100,6 +100,21 @@ def test_unknown_command_line_key_is_named_with_a_hint():
         configure(DEFAULTS, ["--batch_sise=3"])
 
 
+def test_other_projects_names_for_a_key_are_hinted():
+    """--lr=1e-3 (most training scripts' name): spelling alone finds no key near 'lr', so it said nothing."""
+    with pytest.raises(ConfigError, match=r"^unknown config key 'lr' on the command line \(did you mean learning_rate\?\)$"):
+        configure(DEFAULTS, ["--lr=1e-3"])
+
+
+def test_a_config_file_beside_the_script_is_hinted_from_another_folder(tmp_path, monkeypatch):
+    """cd elsewhere && python /path/to/train.py config/tiny.py: the file is the script's own, the path relative."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        configure(DEFAULTS, ["test_configurator.py"])  # beside this file, the caller of configure
+    assert str(caught.value) == (f"cannot read config file test_configurator.py: No such file or directory (did you "
+                                 f"mean {os.path.abspath(__file__)}? relative paths are taken from the current folder)")
+
+
 def test_malformed_arguments():
     with pytest.raises(ConfigError, match="expected --key=value, got '--compile' .did you mean --compile=true..$"):
         configure(DEFAULTS, ["--compile"])
@@ -133,6 +148,7 @@ def test_spaced_values_take_argparses_spellings():
     ("batch_sise=3", " (did you mean --batch_size=3?)"),  # and the key's spelling too
     ("out_dir=a=b", " (did you mean --out_dir=a=b?)"),
     ("nothing_like_a_key=3", ""),
+    ("-batch_size=3", " (did you mean --batch_size=3?)"),  # one dash short
     ("dir/x=3", ""),  # a path with = in it: no key was meant
 ])
 def test_key_value_without_dashes_is_hinted(arg, hint):
