@@ -454,6 +454,19 @@ def adopt_checkpoint_model(config, given):
     return {**config, **{k: model_args[k] for k in MODEL_KEYS if k in model_args and k not in given}}
 
 
+# the keys that steer training from where a resume picks up: taken from this run's config, not ckpt.pt's
+# (max_iters only says where it ends: raising it is how a run trains on; max_seconds paces the lr's decay)
+SCHEDULE_KEYS = ("max_seconds", "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "decay_lr",
+                 "batch_size", "gradient_accumulation_steps", "weight_decay", "beta1", "beta2", "grad_clip", "dropout",
+                 "muon_lr", "muon_momentum", "muon_weight_decay", "muon_ns_steps")
+
+
+def schedule_changes(config, trained):
+    """'key=new (was old)' for each schedule key this resume sets otherwise than the run it continues."""
+    return [f"{k}={config[k]:g} (was {trained[k]:g})" if isinstance(config[k], float) else
+            f"{k}={config[k]} (was {trained[k]})" for k in SCHEDULE_KEYS if k in trained and trained[k] != config[k]]
+
+
 def available_memory(device_type):
     """Bytes a run may use: a CUDA device's total memory, the RAM Linux has available now; None if unknown."""
     if device_type == "cuda":
@@ -1044,7 +1057,7 @@ def train(config, ddp, given, stopper):
     eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
 
     # model
-    iter_num, best_val_loss, ckpt, nanogpt = 0, float("inf"), None, False
+    iter_num, best_val_loss, ckpt, nanogpt, changed = 0, float("inf"), None, False, []
     trained = 0.0  # seconds of training steps so far, agreed by all processes: what max_seconds counts
     try:
         if init_from == "scratch":
@@ -1064,6 +1077,7 @@ def train(config, ddp, given, stopper):
                 raise ConfigError(f"resume: the checkpoint was trained with optimizer={trained_with}; "
                                   f"resume with --optimizer={trained_with}")
             iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
+            changed = schedule_changes(config, ckpt.get("config") or {})
             trained = float(ckpt.get("trained_seconds", 0.0))
         else:
             raw_model = model_from_pretrained(init_from, dropout=dropout)
@@ -1328,6 +1342,9 @@ def train(config, ddp, given, stopper):
     say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
         f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "
         f"{tokens_per_iter:,} tokens per iteration")
+    if changed and not eval_only:  # resume takes the schedule from this command: said, so a change is not silent
+        say(f"resume: this command's schedule differs from the run's: {', '.join(changed)}; to continue the run's "
+            "own, pass its values")
 
     # out_dir (rank 0), last before training: an earlier run there moves aside, then meta.json and log.jsonl
     # (eval_only writes nothing). From then until the first iteration a stop has nothing new to save (a new

@@ -646,6 +646,22 @@ def test_resume_continues_exactly(optimizer, tmp_path, data_dir):
         assert set(b["optimizer"]) == {"muon", "adamw"} and len(b["optimizer"]["muon"]["state"]) == 4
 
 
+def test_resume_says_where_its_schedule_differs_from_the_runs(tmp_path, data_dir):
+    """Resume takes the schedule from the command, as nanoGPT's does: a resume without the run's own
+    --max_iters/--lr_decay_iters (a README command stopped, then resumed with config/tiny.py alone) changed
+    its schedule without a word. Now the line names each difference; the same command again has none, nor one
+    that only raises max_iters (how a run trains on)."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
+    same = run_train("--max_iters=4", "--eval_interval=2", "--init_from=resume", data=data_dir, out=out)
+    assert same.returncode == 0 and "schedule differs" not in same.stdout, same.stdout
+    other = run_train("--max_iters=6", "--eval_interval=2", "--learning_rate=0.005", "--init_from=resume",
+                      data=data_dir, out=out)
+    assert other.returncode == 0, other.stderr
+    assert ("resume: this command's schedule differs from the run's: learning_rate=0.005 (was 0.01); to continue "
+            "the run's own, pass its values") in other.stdout.splitlines()
+
+
 def test_resume_with_the_other_optimizer_is_one_line(tmp_path, data_dir):
     out = tmp_path / "out"
     assert run_train("--max_iters=2", "--eval_interval=2", "--optimizer=muon", data=data_dir, out=out).returncode == 0
