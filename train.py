@@ -826,6 +826,7 @@ class Stopper:
         if self.holding:  # held: heard when the hold ends
             return
         self.hear()
+        self.quit_if_saved()
         if self.quit is not None:
             raise SystemExit(self.quit)
         if self.cut and self.signum is not None:
@@ -836,6 +837,7 @@ class Stopper:
         while True:
             select.select([self.pipe], [], [])
             stopped = self.hear()
+            self.quit_if_saved()
             if self.quit is None and not stopped:
                 continue
             # the main thread's turn: it answers within GRACE unless one operation holds it. Meanwhile each
@@ -850,6 +852,12 @@ class Stopper:
                 if self.cut and self.rescue is not None:  # still inside the section: the main thread is not saving
                     self.rescue()
                     os._exit(128 + self.signum)
+
+    def quit_if_saved(self):
+        """A quit once all is saved (a second Ctrl-C while loss.png is drawn) ends the process at once: there is
+        nothing left to lose, and unwinding torch and matplotlib can take seconds on a busy machine."""
+        if self.quit is not None and self.armed is None:
+            os._exit(self.quit)
 
     @contextmanager
     def held(self):

@@ -1279,6 +1279,37 @@ def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, da
     assert not (out / "ckpt.pt").exists()
 
 
+LONG_PLOT = (  # train.py with loss.png's drawing slow, and the interpreter's teardown after it too
+    "import atexit, os, sys, time, types\n"
+    "def use(*args):\n"
+    "    os.write(2, b'long op\\n')\n"
+    "    time.sleep(60)\n"
+    "sys.modules['matplotlib'] = types.SimpleNamespace(use=use)\n"
+    "atexit.register(time.sleep, 60)  # as unwinding torch and matplotlib can take seconds on a busy host\n"
+    "sys.argv = sys.argv[1:]\n"
+    "import runpy\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def test_a_stop_once_all_is_saved_quits_at_once(tmp_path, data_dir):
+    """Ctrl-C while loss.png is drawn, after the run has saved everything: it said "quitting; everything is
+    saved" and then unwound the drawing and the interpreter (4 s on a busy host). Now it ends at once."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", LONG_PLOT, *train_cmd(out, data_dir, "--max_iters=2", "--eval_interval=2")[1:]]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline() == "long op\n"
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        stderr = proc.communicate(timeout=120)[1]
+        seconds = time.time() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and seconds < 20, (seconds, stderr)
+    assert stderr.splitlines() == ["SIGINT: quitting; everything is saved"], stderr
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2
+
+
 def test_stop_before_training_begins_exits_at_once(tmp_path):
     """SIGTERM while the data is being prepared (a slow prepare.py): one line, exit 143, nothing left running."""
     folder = tmp_path / "ds"
