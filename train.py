@@ -1282,8 +1282,15 @@ def train(config, ddp, given, stopper):
         """A run that trained nothing (stopped before its first iteration, eval_only, max_iters=0) leaves
         out_dir as it found it: a resumed run's log.jsonl as it was, a new run's empty (its eval's record
         would make the next run take it for an earlier run to move aside), and the earlier run it moved
-        aside back. Returns whether that run came back."""
+        aside back; a folder it made itself goes (release_out_dirs), so sample.py does not find a run
+        there. Returns whether that run came back."""
         nonlocal log_file, moved_to
+        if log_file is not None and master and any(made == out_dir for made, _ in OUT_DIR_MADE):
+            log_file.close()
+            log_file = None
+            for name in ("log.jsonl", "meta.json"):  # all it wrote: the folder is empty again
+                with suppress(OSError):
+                    os.remove(os.path.join(out_dir, name))
         if log_file is not None:
             log_file.seek(0)
             log_file.truncate()
