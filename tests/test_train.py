@@ -1252,25 +1252,30 @@ def test_a_stop_sent_twice_at_once_saves(where, tmp_path, data_dir):
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 1
 
 
+def ctrl_c_in_long_op(cmd, *waits):
+    """Run cmd until it says "long op" on stderr, then wait and send SIGINT for each of waits in turn:
+    (exit code, seconds from the first SIGINT to the exit, stderr after "long op")."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline() == "long op\n"
+        for i, wait in enumerate(waits):
+            time.sleep(wait)
+            sent = sent if i else time.time()
+            proc.send_signal(signal.SIGINT)
+        stderr = proc.communicate(timeout=120)[1]
+        return proc.returncode, time.time() - sent, stderr
+    finally:
+        proc.kill()
+
+
 def test_second_stop_inside_one_long_operation_quits_without_saving(tmp_path, data_dir):
     """Ctrl-C again, while one long call holds the main thread, quits at once without saving, as said
     (the long call is in the eval at iter 1: the first Ctrl-C would have saved iteration 0)."""
     out = tmp_path / "out"
     cmd = [sys.executable, "-c", ONE_LONG_OP, "eval",
            *train_cmd(out, data_dir, "--max_iters=10", "--eval_interval=1")[1:]]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr.readline() == "long op\n"
-        time.sleep(0.5)
-        sent = time.time()
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.6)  # a second Ctrl-C, not the first one's echo (train.Stopper.ECHO)
-        proc.send_signal(signal.SIGINT)
-        stderr = proc.communicate(timeout=60)[1]
-        seconds = time.time() - sent
-    finally:
-        proc.kill()
-    assert proc.returncode == 130 and seconds < 12, (seconds, stderr)
+    code, seconds, stderr = ctrl_c_in_long_op(cmd, 0.5, 0.6)  # a second Ctrl-C, not the first one's echo (ECHO)
+    assert code == 130 and seconds < 12, (seconds, stderr)
     assert stderr.splitlines()[-2:] == [f"SIGINT: stopping; saving {out}/ckpt.pt as it was after the last complete "
                                         "iteration (Ctrl-C again quits without saving)",
                                         "SIGINT: quitting without saving"], stderr
@@ -1294,16 +1299,8 @@ def test_a_stop_once_all_is_saved_quits_at_once(tmp_path, data_dir):
     saved" and then unwound the drawing and the interpreter (4 s on a busy host). Now it ends at once."""
     out = tmp_path / "out"
     cmd = [sys.executable, "-c", LONG_PLOT, *train_cmd(out, data_dir, "--max_iters=2", "--eval_interval=2")[1:]]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr.readline() == "long op\n"
-        sent = time.time()
-        proc.send_signal(signal.SIGINT)
-        stderr = proc.communicate(timeout=120)[1]
-        seconds = time.time() - sent
-    finally:
-        proc.kill()
-    assert proc.returncode == 130 and seconds < 20, (seconds, stderr)
+    code, seconds, stderr = ctrl_c_in_long_op(cmd, 0)
+    assert code == 130 and seconds < 20, (seconds, stderr)
     assert stderr.splitlines() == ["SIGINT: quitting; everything is saved"], stderr
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2
 
