@@ -1282,13 +1282,13 @@ def train(config, ddp, given, stopper):
         """A run that trained nothing (stopped before its first iteration, eval_only, max_iters=0) leaves
         out_dir as it found it: a resumed run's log.jsonl as it was, a new run's empty (its eval's record
         would make the next run take it for an earlier run to move aside), and the earlier run it moved
-        aside back; a folder it made itself goes (release_out_dirs), so sample.py does not find a run
-        there. Returns whether that run came back."""
+        aside back; the files a new run added go (and a folder it made, with release_out_dirs), so that
+        sample.py does not take it for a run. Returns whether that run came back."""
         nonlocal log_file, moved_to
-        if log_file is not None and master and any(made == out_dir for made, _ in OUT_DIR_MADE):
+        if log_file is not None and "log.jsonl" in wrote:  # a new run's, into a folder that held no log
             log_file.close()
             log_file = None
-            for name in ("log.jsonl", "meta.json"):  # all it wrote: the folder is empty again
+            for name in wrote:
                 with suppress(OSError):
                     os.remove(os.path.join(out_dir, name))
         if log_file is not None:
@@ -1298,7 +1298,8 @@ def train(config, ddp, given, stopper):
             log_file.flush()
         if not moved_to:
             return False
-        log_file.close()  # the earlier run's files replace this run's: nothing more goes to it (nor into a loss.png)
+        if log_file is not None:  # the earlier run's files replace this run's: nothing more goes to it (nor a loss.png)
+            log_file.close()
         log_file = None
         put_back_previous_run(out_dir, moved_to)
         moved_to = None
@@ -1366,11 +1367,14 @@ def train(config, ddp, given, stopper):
     # run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
     # puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
     log_path, log_file, log_was, moved, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None, None
+    wrote = []  # the files a new run adds to out_dir: a run that trains nothing takes them away again
     with stopper.held():
         if master and not eval_only:
             if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
                 with open(log_path) as f:
                     log_was = f.read()
+            if init_from != "resume":
+                wrote = [n for n in ("log.jsonl", "meta.json") if not os.path.exists(os.path.join(out_dir, n))]
             log_file, moved, moved_to = open_out_dir(out_dir, data_dir, meta,
                                                      iter_num if init_from == "resume" else None)
         stopper.armed = ("nothing to save (eval_only)" if eval_only else

@@ -477,7 +477,11 @@ def test_max_iters_zero_says_what_happened_and_leaves_out_dir_as_found(tmp_path,
     assert result.returncode == 0, result.stderr
     last = result.stdout.strip().splitlines()[-1]
     assert last == "done: nothing to train (max_iters=0): evaluated at iter 0, no checkpoint written"
-    assert not (out / "ckpt.pt").exists() and train.keep_previous_run(str(out)) == (None, None)
+    assert not out.exists()  # the folder it made goes with its meta.json and empty log
+    out.mkdir()  # a folder of the user's: what it held, and only that, stays
+    (out / "notes.txt").write_text("mine")
+    assert run_train("--max_iters=0", data=data_dir, out=out).returncode == 0
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     before = {p.name: digest(p) for p in out.iterdir()}
     result = run_train("--max_iters=0", data=data_dir, out=out)
