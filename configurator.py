@@ -36,7 +36,9 @@ ALIASES = {"lr": "learning_rate", "num_layers": "n_layer", "num_heads": "n_head"
 
 
 def _unknown(key, defaults, where, in_file=False):
-    close = [ALIASES[key]] if ALIASES.get(key) in defaults else difflib.get_close_matches(key, defaults, n=1)
+    low = key.lower()  # --LR, --Batch_Size
+    close = ([low] if low in defaults else [ALIASES[low]] if ALIASES.get(low) in defaults else
+             difflib.get_close_matches(key, defaults, n=1))
     hint = f" (did you mean {close[0]}?)" if close else \
         f" (a variable of the file's own: name it _{key}, and it is left alone)" if in_file else ""
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
@@ -166,6 +168,10 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                 beside = os.path.join(os.path.dirname(os.path.abspath(script)), arg)
                 if not hint and not os.path.isabs(arg) and os.path.isfile(beside):  # run from another folder
                     hint = f" (did you mean {beside}? relative paths are taken from the current folder)"
+                meant = [m for m in (arg + ".py", os.path.join("config", arg), os.path.join("config", arg + ".py"))
+                         if os.path.isfile(m)]  # config/tiny, tiny.py, tiny
+                if not hint and meant and not os.path.exists(arg):
+                    hint = f" (did you mean {meant[0]}?)"
                 raise ConfigError(f"cannot read config file {arg}: {e.strerror}{hint}") from None
             except UnicodeDecodeError:  # a checkpoint, say, where --out_dir=<its folder> was meant
                 hint = (f" (did you mean --out_dir={os.path.dirname(arg) or '.'}?)"

@@ -115,6 +115,24 @@ def test_a_config_file_beside_the_script_is_hinted_from_another_folder(tmp_path,
                                  f"mean {os.path.abspath(__file__)}? relative paths are taken from the current folder)")
 
 
+@pytest.mark.parametrize("arg", ["config/tiny", "tiny.py", "tiny"])
+def test_a_config_file_named_short_is_hinted(arg, tmp_path, monkeypatch):
+    """python train.py tiny.py (or config/tiny): the file it means is config/tiny.py."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "tiny.py").write_text("batch_size = 4\n")
+    with pytest.raises(ConfigError) as caught:
+        configure(DEFAULTS, [arg])
+    assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean config/tiny.py?)"
+
+
+def test_a_key_in_other_case_is_hinted():
+    with pytest.raises(ConfigError, match=r"'LR' on the command line \(did you mean learning_rate\?\)$"):
+        configure(DEFAULTS, ["--LR=1"])
+    with pytest.raises(ConfigError, match=r"'Batch_Size' on the command line \(did you mean batch_size\?\)$"):
+        configure(DEFAULTS, ["--Batch_Size=3"])
+
+
 def test_malformed_arguments():
     with pytest.raises(ConfigError, match="expected --key=value, got '--compile' .did you mean --compile=true..$"):
         configure(DEFAULTS, ["--compile"])
