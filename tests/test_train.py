@@ -752,7 +752,7 @@ def test_a_second_run_into_an_out_dir_in_use_is_refused(tmp_path, data_dir):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
-        while not (out / "ckpt.pt").exists():  # saved at iteration 2
+        while not (out / "best.pt").exists():  # saved at iteration 2, after ckpt.pt: all its files are there
             assert proc.poll() is None and time.time() < deadline, proc.communicate()
             time.sleep(0.1)
         files = lambda: sorted(p.name for p in out.iterdir() if ".tmp." not in p.name)  # the live run saves on
