@@ -1036,14 +1036,8 @@ def main():
     sys.exit(code)
 
 
-def train(config, ddp, given, stopper):
-    rank = dist.get_rank() if ddp else 0
-    world_size = dist.get_world_size() if ddp else 1
-    master = rank == 0  # only this process prints and writes files
-    if master and not eval_only:  # a run training there now: refused before any work or line
-        claim_out_dir(out_dir)
-    accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
-    tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+def set_up_device(ddp, rank, world_size):
+    """Ready torch for this process: the device, its threads, its seed. Returns the device type."""
     device_type = torch.device(device).type
     if device_type == "cuda":
         torch.cuda.set_device(device)
@@ -1056,25 +1050,20 @@ def train(config, ddp, given, stopper):
     elif ddp:  # torchrun sets 1 thread per process; give each process its share of this node's cores
         torch.set_num_threads(max(1, cpu_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     torch.manual_seed(seed + rank)  # dropout masks differ per process; the weights are rank 0's (DDP broadcasts)
-    ctx = autocast(device_type, dtype)
+    return device_type
 
-    # data: the bins are opened once and read by slicing; each split must hold one window
-    ensure_data(data_dir, master, ddp)
-    train_data, val_data, meta = load_data(data_dir, block_size)
-    splits = {"train": train_data, "val": val_data}
-    eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
 
-    # model
-    iter_num, best_val_loss, ckpt, nanogpt, changed = 0, float("inf"), None, False, []
-    trained = 0.0  # seconds of training steps so far, agreed by all processes: what max_seconds counts
+def build_model(config, given, meta, device_type):
+    """The model init_from asks for, on device, and the checkpoint it resumes (else None). Every way it can
+    fail (a bad shape, a checkpoint that does not fit, a name Hugging Face cannot find) is a ConfigError."""
+    ckpt = None
     try:
         if init_from == "scratch":
             model_args = {k: config[k] for k in MODEL_KEYS}
             raw_model = GPT(GPTConfig(vocab_size=meta["vocab_size"], dropout=dropout, **model_args))
         elif init_from == "resume":
             ckpt = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), map_location=device)
-            nanogpt = is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
-            exact = () if nanogpt else ("rng", "sampler")
+            exact = () if is_nanogpt(ckpt) else ("rng", "sampler")  # nanoGPT's saves no RNG or data order
             missing = [k for k in ("optimizer", "iter_num", "best_val_loss") + exact if k not in ckpt]
             if missing:
                 raise ConfigError(f"{out_dir}/ckpt.pt cannot be resumed: it has no {', '.join(missing)}")
@@ -1084,9 +1073,6 @@ def train(config, ddp, given, stopper):
             if trained_with != config["optimizer"]:  # each keeps its own state: one cannot continue the other
                 raise ConfigError(f"resume: the checkpoint was trained with optimizer={trained_with}; "
                                   f"resume with --optimizer={trained_with}")
-            iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])  # nanoGPT's is a tensor
-            changed = schedule_changes(config, ckpt.get("config") or {})
-            trained = float(ckpt.get("trained_seconds", 0.0))
         else:
             raw_model = model_from_pretrained(init_from, dropout=dropout)
             check_same_tokenizer(init_from, data_dir, meta, "init_from")  # a folder export.py wrote has meta.json
@@ -1107,13 +1093,16 @@ def train(config, ddp, given, stopper):
         raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's "
                           f"{raw_model.config.vocab_size}")
     raw_model.to(device)
-    # (in here, optimizer is the object; the config key's value is config["optimizer"])
+    return raw_model, ckpt
+
+
+def build_optimizer(raw_model, ckpt, config, device_type):
+    """The optimizer, fp16's loss scaler and the data sampler: new, or as the resumed checkpoint left them."""
     optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
                                                config["optimizer"], muon_lr, muon_momentum, muon_weight_decay,
                                                muon_ns_steps)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
-    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume
     if ckpt is not None:
         try:
             optimizer.load_state_dict(ckpt["optimizer"])
@@ -1124,6 +1113,52 @@ def train(config, ddp, given, stopper):
             scaler.load_state_dict(ckpt["scaler"])
         if "sampler" in ckpt:
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
+    return optimizer, scaler, sampler
+
+
+def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back):
+    """The run's last line, once it has ended by itself: how far it got and where its checkpoints are."""
+    if iter_num == start_iter and spent:
+        held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: no val loss
+        return f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}"
+    if iter_num > start_iter or math.isfinite(best_val_loss):
+        budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
+        behind = ("" if ckpt_iter == iter_num else  # always_save_checkpoint=False, as nanoGPT's
+                  f"; ckpt.pt is at iter {ckpt_iter}, the last eval that improved val "
+                  "(always_save_checkpoint=False saves only then)")
+        return f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}" + behind
+    back = f"; the earlier run is back in {out_dir}" if came_back else ""  # max_iters=0: evaluated, nothing trained
+    return f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, no checkpoint written{back}"
+
+
+def train(config, ddp, given, stopper):
+    rank = dist.get_rank() if ddp else 0
+    world_size = dist.get_world_size() if ddp else 1
+    master = rank == 0  # only this process prints and writes files
+    if master and not eval_only:  # a run training there now: refused before any work or line
+        claim_out_dir(out_dir)
+    accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
+    tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+    device_type = set_up_device(ddp, rank, world_size)
+    ctx = autocast(device_type, dtype)
+
+    # data: the bins are opened once and read by slicing; each split must hold one window
+    ensure_data(data_dir, master, ddp)
+    train_data, val_data, meta = load_data(data_dir, block_size)
+    splits = {"train": train_data, "val": val_data}
+    eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
+
+    # model
+    raw_model, ckpt = build_model(config, given, meta, device_type)
+    nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
+    iter_num = ckpt["iter_num"] if ckpt else 0
+    best_val_loss = float(ckpt["best_val_loss"]) if ckpt else float("inf")  # nanoGPT's is a tensor
+    changed = schedule_changes(config, ckpt.get("config") or {}) if ckpt else []
+    # seconds of training steps so far, agreed by all processes: what max_seconds counts
+    trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
+    # (in here, optimizer is the object; the config key's value is config["optimizer"])
+    optimizer, scaler, sampler = build_optimizer(raw_model, ckpt, config, device_type)
+    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume
 
     def to_device(*tensors):
         if device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
@@ -1554,20 +1589,7 @@ def train(config, ddp, given, stopper):
         if wandb_run is not None:
             wandb_run.finish()
         if not (eval_only or stop):
-            if iter_num == start_iter and spent:
-                held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: no val loss
-                say(f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}")
-            elif iter_num > start_iter or math.isfinite(best_val_loss):
-                budget = f" ({max_seconds:g} s of training steps)" if iter_num < max_iters else ""
-                behind = ("" if ckpt_iter == iter_num else  # always_save_checkpoint=False, as nanoGPT's
-                          f"; ckpt.pt is at iter {ckpt_iter}, the last eval that improved val "
-                          "(always_save_checkpoint=False saves only then)")
-                say(f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}"
-                    + behind)
-            else:  # max_iters=0: evaluated, nothing trained, so nothing saved
-                back = f"; the earlier run is back in {out_dir}" if came_back else ""
-                say(f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, "
-                    f"no checkpoint written{back}")
+            say(done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back))
     return stopper.signum  # the signal this process was stopped by, if any
 
 
