@@ -295,13 +295,17 @@ LIBRARY = ("checkpoint", "configurator", "model", "muon", "tokenizer")  # module
 
 def commands_using(module):
     """The commands (the scripts beside this file, and data/*/prepare.py) that import module, directly or
-    through other modules, read from their source."""
+    through other modules, read from their source. A file that does not parse (a user's half-written script
+    beside them) is passed over: it is no command yet."""
     root = os.path.dirname(os.path.abspath(__file__))
     paths = glob.glob(os.path.join(root, "*.py")) + glob.glob(os.path.join(root, "data", "*", "prepare.py"))
     imports = {}  # dotted module name -> the names it imports
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            nodes = list(ast.walk(ast.parse(f.read())))
+        try:
+            with open(path, encoding="utf-8") as f:
+                nodes = list(ast.walk(ast.parse(f.read())))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):  # ValueError: a NUL byte in it
+            continue
         name = os.path.splitext(os.path.relpath(path, root))[0].replace(os.sep, ".")
         imports[name] = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names} | \
                         {n.module for n in nodes if isinstance(n, ast.ImportFrom)}

@@ -637,3 +637,15 @@ def test_the_config_that_trains_into_an_out_dir(tmp_path, monkeypatch):
     assert config_training_into("out-tiny-gpt2") == os.path.join("config", "tiny_gpt2.py")
     assert config_training_into("./out-tiny") == os.path.join("config", "tiny.py")
     assert config_training_into("out-mine") is None
+
+
+def test_a_file_beside_the_scripts_that_does_not_parse_is_passed_over(tmp_path, monkeypatch):
+    """A user's half-written .py beside the scripts (a config file in progress) made every library module's
+    --help a SyntaxError traceback: commands_using parsed it. It is passed over, and the commands still found."""
+    import configurator
+    for name in ("model.py", "train.py", "configurator.py"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / "myconfig.py").write_text("max_iters = 5 +\n")
+    (tmp_path / "binary.py").write_bytes(b"import model\x00\xff\n")
+    monkeypatch.setattr(configurator, "__file__", str(tmp_path / "configurator.py"))
+    assert configurator.commands_using("model") == ["train.py"]
