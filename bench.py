@@ -1,6 +1,7 @@
 """
 How fast glassgpt runs on this machine, measured now. Every figure is a median over repeats taken
-after warm-up; a compact table is printed and --json writes the same figures for scripts.
+after warm-up; a compact table is printed and --json writes the same figures for scripts (over an
+earlier --json of bench.py's, never over another file).
 
     python bench.py --mode=peak                       # fp32 matmul peak GFLOP/s (large square matmuls)
     python bench.py --mode=train config/tiny.py --batch_size=12   # tokens/s, FLOPs, MFU of a training step
@@ -33,11 +34,12 @@ import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
+                          not_ours, resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
 MODES = ("peak", "train", "sample", "attention", "race")
+MARK = "glassgpt bench.py"  # first in each --json it writes: a later run replaces those, and no other file
 COMMON = dict(  # every mode's keys
     mode="train",  # peak | train | sample | attention | race: what to measure
     quick=False,  # tiny sizes, fewer repeats, a short race: a smoke test whose figures mean nothing (the tests use it)
@@ -914,7 +916,7 @@ def main(argv=None):
         torch.set_num_threads(cfg["num_threads"])
     json_dir = os.path.dirname(os.path.abspath(cfg["json"]))
     if cfg["json"]:  # checked now, not after minutes of measuring
-        why = "it is a folder" if os.path.isdir(cfg["json"]) else unwritable(json_dir)
+        why = unwritable(json_dir) or not_ours(cfg["json"], MARK, "bench.py")  # a user's own file is kept
         if why:
             raise ConfigError(f"cannot write --json={cfg['json']}: {why}")
     torch.manual_seed(cfg["seed"])
@@ -930,7 +932,7 @@ def main(argv=None):
                          "attention": bench_attention}[mode](cfg)
     print("\n".join(lines))
     if cfg["json"]:
-        report = {"mode": mode, "machine": machine, "settings": cfg, **result}
+        report = {"written_by": MARK, "mode": mode, "machine": machine, "settings": cfg, **result}  # the mark first
         try:
             os.makedirs(json_dir, exist_ok=True)
             with open(cfg["json"], "w") as f:

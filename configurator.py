@@ -441,6 +441,23 @@ def unwritable(folder):
         return f"{there} takes no files ({e.strerror or e})"
 
 
+def not_ours(path, mark, tool):
+    """Why a command must not write over path: a folder, or a file that tool did not write (mark, which tool
+    puts near the start of each file it writes, is missing: a user's own file of that name). None where path
+    is new or tool's own earlier output, which a run of the same command replaces."""
+    if os.path.isdir(path):
+        return "it is a folder"
+    try:
+        with open(path, "rb") as f:
+            if mark.encode() in f.read(4096):
+                return None
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    return f"{path} exists and {tool} did not write it: remove it or choose another name"
+
+
 @contextmanager
 def writing(path):
     """Where files are written to path: an OSError (a read-only or full disk, no permission, a folder that

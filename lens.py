@@ -10,8 +10,9 @@ lens), how surprised the model is by each token, and its loss on a whole file in
 For a text (at most block_size tokens) it prints the text coloured by surprise, a table of each
 head's attention statistics and the logit lens, and writes lens.html (one page, no network: pick a
 layer and head, hover a token to see where it looks and what each layer predicts there) and lens.png
-(every layer's and head's attention, if matplotlib is installed). Everything comes from one forward
-pass of model.py's GPT, with its attention modules asked to keep their probabilities (capture).
+(every layer's and head's attention, if matplotlib is installed); a file of either name that lens.py
+did not write is left alone (one line). Everything comes from one forward pass of model.py's GPT,
+with its attention modules asked to keep their probabilities (capture).
 """
 
 import contextlib
@@ -30,7 +31,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from checkpoint import check_init_from
-from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run, unwritable, writing
+from configurator import (ConfigError, autocast, config_keys, configure, not_ours, resolve_device, run, unwritable,
+                          writing)
 from sample import encode_prompt, load_model, read_prompt
 from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
 
@@ -53,6 +55,7 @@ dtype = "float32"  # "float32" | "bfloat16" | "float16" | "auto"
 # -----------------------------------------------------------------------------
 DEFAULTS = config_keys(globals())
 LN2 = math.log(2)
+MARK = "glassgpt lens.py"  # in each page and PNG it writes: a later run replaces those, and no other file
 
 
 def log(*args):
@@ -289,7 +292,7 @@ def plot_attention(att, tokens, path):
             ax.set_title(f"layer {layer} head {head}", fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Software": MARK})  # the mark that lets a later run replace it
     plt.close(fig)
     return True
 
@@ -314,7 +317,7 @@ def page_data(inside, lens_logits, lens_loss, tokens, stats, decode_one, top, ti
 
 
 PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>lens: %(title)s</title>
+<html><head><meta charset="utf-8"><meta name="generator" content="%(mark)s"><title>lens: %(title)s</title>
 <style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.2em; color: #222; }
 #text { font: 15px/2.1 ui-monospace, monospace; border: 1px solid #ccc; padding: .6em; max-width: 70em; }
@@ -421,7 +424,7 @@ def write_page(data, path):
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" inside the script
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(PAGE % {"title": html_lib.escape(data["title"]), "data": blob})
+        f.write(PAGE % {"title": html_lib.escape(data["title"]), "data": blob, "mark": MARK})
 
 
 # ----------------------------------------------------------------------------- the command
@@ -433,8 +436,11 @@ def check(cfg):
     for key in ("stride", "batch_size", "top"):
         if cfg[key] < (0 if key == "stride" else 1):
             raise ConfigError(f"{key} must be {'>= 0' if key == 'stride' else 'at least 1'}, got {cfg[key]}")
-    for key in ("html", "png"):  # before the work, not after it
-        why = cfg[key] and not cfg["eval"] and unwritable(os.path.dirname(cfg[key]))
+    if cfg["png"] and not cfg["png"].lower().endswith(".png"):  # matplotlib would pick a format from the name
+        raise ConfigError(f"--png names the PNG file to write: end it in .png, got {cfg['png']!r}")
+    for key in ("html", "png"):  # before the work, not after it; a user's own file of that name is not written over
+        why = cfg[key] and not cfg["eval"] and (unwritable(os.path.dirname(cfg[key])) or
+                                                not_ours(cfg[key], MARK, "lens.py"))
         if why:
             raise ConfigError(f"cannot write --{key}={cfg[key]}: {why}")
 

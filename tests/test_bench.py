@@ -67,6 +67,8 @@ def test_peak_measures_positive_gflops(tmp_path):
     assert set(r["gflops_by_size"]) == {"256", "512"}  # --quick's sizes
     assert r["peak_gflops"] == max(r["gflops_by_size"].values()) > 0
     assert f"peak {r['peak_gflops']:.1f} GFLOP/s" in out
+    again, _ = run_bench(tmp_path, "--mode=peak")  # its own --json of the first run, which it replaces
+    assert again["written_by"] == "glassgpt bench.py" and again["peak_gflops"] > 0
 
 
 def test_train_step_rate_flops_and_mfu(tmp_path):
@@ -172,6 +174,9 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
     (["--mode=peak", "--num_threads=-2"], "num_threads must not be negative, got -2 (0: torch's default)"),
     (["--mode=peak", "--json=HERE"], "cannot write --json=HERE: it is a folder"),
     (["--mode=peak", "--json=HERE/file/x.json"], "cannot write --json=HERE/file/x.json: HERE/file is not a folder"),
+    # a user's own file of that name (README.md, notes): it was written over after the measuring
+    (["--mode=peak", "--json=HERE/file"], "cannot write --json=HERE/file: HERE/file exists and bench.py did not "
+                                          "write it: remove it or choose another name"),
 ])
 def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
     """Each mode checks its keys before the machine line (as the race does): the error is all that is said,

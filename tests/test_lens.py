@@ -327,11 +327,33 @@ def bad_cases(out_dir):
                                     f"cannot write --html={out_dir / 'empty.txt' / 'lens.html'}: "
                                     f"{out_dir / 'empty.txt'} is not a folder"),
         "bad key": ([f"--out_dir={out_dir}", "--strat=x"], "did you mean start?"),
+        # matplotlib chose the format from the name: a traceback after the work, and no page
+        "png not named .png": ([f"--out_dir={out_dir}", "--png=x.jpgg"], "--png names the PNG file to write: end it in .png"),
         "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not exist"),
         # a folder that takes no files though it looks writable (root, /proc): it was a traceback after the work
         **({"page the folder refuses": ([f"--out_dir={out_dir}", "--html=/proc/glassgpt-lens.html"],
                                         "cannot write ")} if os.path.isdir("/proc/self") else {}),
     }
+
+
+def test_a_users_file_is_not_written_over_and_lens_own_output_is(out_dir, tmp_path, capsys):
+    """--html=README.md replaced the user's README with the page: a file lens.py did not write (its mark is
+    not in it) is refused before the work, one line, untouched; its own page and PNG a second run replaces."""
+    from configurator import run
+    page, png = tmp_path / "p.html", tmp_path / "p.png"
+    args = [f"--out_dir={out_dir}", f"--start={TEXT}", "--color=never", f"--html={page}", f"--png={png}"]
+    lens.main(args)
+    page.write_text(page.read_text(encoding="utf-8").replace("ROMEO", "JULIET"), encoding="utf-8")
+    lens.main(args)  # again: the same command replaces what it wrote
+    assert "wrote" in capsys.readouterr().err and '"R", "O", "M"' in page.read_text(encoding="utf-8")
+    for key, name, mine in (("html", "README.md", b"# my notes\n"), ("png", "mine.png", b"\x89PNG\r\n\x1a\nmine")):
+        (tmp_path / name).write_bytes(mine)
+        with pytest.raises(SystemExit) as e:
+            run(lambda: lens.main([*args, f"--{key}={tmp_path / name}"]))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and err == [f"error: cannot write --{key}={tmp_path / name}: {tmp_path / name} "
+                                             "exists and lens.py did not write it: remove it or choose another name"]
+        assert (tmp_path / name).read_bytes() == mine
 
 
 def test_bad_inputs_are_one_line(out_dir, capsys):
