@@ -269,9 +269,14 @@ def main(argv=None):
             with torch.no_grad(), autocast(device_type, dtype):
                 tokens = (t.item() for t in model.generate_tokens(
                     x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
+                said = False
                 for piece in without_leading_newlines(itertools.chain([text], stream_decode(meta, tokens))):
                     print(piece, end="", flush=True)
-                    mid_line = not piece.endswith("\n")
+                    mid_line, said = not piece.endswith("\n"), True
+                if not said:  # else an empty sample, as if nothing were generated
+                    print(f"(all {cfg['max_new_tokens']} new tokens are line breaks: a model greedy or nearly so "
+                          "can repeat one; a prompt such as --start=\"ROMEO:\" or a higher temperature gives text)",
+                          end="")
             print("\n---------------", flush=True)
             n_tokens, mid_line = n_tokens + cfg["max_new_tokens"], False
     except KeyboardInterrupt:

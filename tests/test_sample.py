@@ -338,6 +338,16 @@ def test_default_prompt_leaves_no_blank_lines_at_a_samples_start(out_dir, capsys
             assert s and not s.startswith("\n"), repr(s)
 
 
+def test_a_sample_of_nothing_but_line_breaks_says_so(out_dir, capsys, monkeypatch):
+    """Greedy from the default prompt (a newline), a small model can repeat the newline: with leading
+    newlines left out that printed an empty sample and its token count. It says what happened instead."""
+    newline = VOCAB.index("\n")
+    monkeypatch.setattr(GPT, "generate_tokens", lambda self, x, n, *a: (torch.tensor(newline) for _ in range(n)))
+    out, _ = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=2", "--max_new_tokens=30", "--temperature=0")
+    assert samples_of(out) == ["(all 30 new tokens are line breaks: a model greedy or nearly so can repeat one; a "
+                               'prompt such as --start="ROMEO:" or a higher temperature gives text)'] * 2
+
+
 @pytest.mark.parametrize("signum, code, said, started_ignoring", [
     (signal.SIGINT, 130, "interrupted", False), (signal.SIGTERM, 143, "terminated", False),
     (signal.SIGINT, 130, "interrupted", True)])  # started as a script's `cmd &`, whose shell ignores SIGINT
