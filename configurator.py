@@ -193,8 +193,9 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     raise _unknown(key, defaults, f"in {arg}", in_file=True)
                 config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
                 given[key] = f"in {arg}"
-                if key in typed:
-                    undone.append(f"{typed.pop(key)} comes before {arg}, which sets {key}={config[key]!r}")
+                flag, was = typed.pop(key, (None, None))
+                if flag is not None and was != config[key]:
+                    undone.append(f"{flag} comes before {arg}, which sets {key}={config[key]!r}")
         else:
             key, eq, text = arg[2:].partition("=")
             if key not in defaults:  # first: --quik says which key was meant, not that it lacks =value
@@ -206,18 +207,10 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
             value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
             given[key] = "on the command line"
-            typed[key] = arg
-    if undone and says_warnings():  # left to right is the rule (nanoGPT's too), but argparse users expect otherwise
-        print(f"warning: {'; '.join(undone)}: the file's value holds (put --key=value after the config files)",
-              file=sys.stderr)
+            typed[key] = (arg, config[key])
+    if undone:  # left to right is nanoGPT's rule, but nobody types a flag to have a file undo it: said, not run
+        raise ConfigError(f"{'; '.join(undone)}: put --key=value after the config files")
     return config
-
-
-def says_warnings():
-    """A config warning is said once: by a plain run or --nproc's launcher (whose processes run the same
-    command again), and by torchrun's rank 0."""
-    rank = os.environ.get("RANK")
-    return rank is None or (rank == "0" and "TORCHELASTIC_RUN_ID" in os.environ)
 
 
 HELP = ("-h", "--help")
