@@ -281,9 +281,11 @@ def read_log(path):
         with open(path) as f:
             for line in f:
                 try:
-                    records.append(json.loads(line))
+                    record = json.loads(line)
                 except ValueError:
-                    pass
+                    continue
+                if isinstance(record, dict):  # a line of some other file's is no record
+                    records.append(record)
     return records
 
 
@@ -560,10 +562,10 @@ def run_summary(out_dir):
                 continue
             return ckpt.get("iter_num"), ckpt.get("best_val_loss"), name == "ckpt.pt" and stopped_short(ckpt)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
-    if not records:
+    iters = [r["iter"] for r in records if isinstance(r.get("iter"), int)]  # none: not a log train.py wrote
+    if not iters:
         return None, None, None
-    return (max(r.get("iter", 0) for r in records),
-            min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
+    return (max(iters), min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
 
 
 def readable(path):
@@ -602,7 +604,8 @@ def keep_previous_run(out_dir):
     # a truncated file is still a checkpoint, moved as it is: said so, not "no checkpoint"
     broken = f"{' and '.join(unreadable)} that cannot be read" if unreadable else ""
     held = (checkpoint_summary(iter_num, best) + (f"; its {broken}" if broken else "") if iter_num is not None
-            else broken or "no checkpoint")
+            else broken or "no checkpoint" + ("" if {"ckpt.pt", "best.pt"} & set(files) else
+                                             ", and a log.jsonl with no iteration in it"))
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)

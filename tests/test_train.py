@@ -1643,3 +1643,17 @@ def test_closed_stdout_under_eval_only_says_so_and_exits_141(tmp_path, data_dir)
     assert "parameters" in first, stderr
     assert proc.returncode == 141 and stderr == "stdout closed: stopped; eval_only has nothing to save\n", stderr
     assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt"]
+
+
+def test_a_log_of_no_run_is_moved_aside_as_no_run(tmp_path):
+    """A folder holding a log.jsonl train.py did not write ({"a": 1}, a JSON list) was said to hold an earlier
+    run "(iter 0)", and a list on a line was a traceback. Moved aside all the same (nothing is lost), it is
+    said to be what it is."""
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"a": 1}\n[1, 2]\n')
+    (out / "notes.txt").write_text("mine\n")
+    line, dest = train.keep_previous_run(str(out))
+    assert line == f"{out} held an earlier run (no checkpoint, and a log.jsonl with no iteration in it): moved to {dest}"
+    assert "-iter" not in os.path.basename(dest) and os.listdir(dest) == ["log.jsonl"]
+    assert (out / "notes.txt").read_text() == "mine\n"
