@@ -1100,12 +1100,14 @@ def build_model(config, given, meta, device_type):
 
 
 def build_optimizer(raw_model, ckpt, config, device_type):
-    """The optimizer, fp16's loss scaler and the data sampler: new, or as the resumed checkpoint left them."""
+    """The optimizer, fp16's loss scaler and the data sampler, new or as the resumed checkpoint left them; and
+    each param group's lr scale (Muon's group runs at its own peak lr on the same schedule)."""
     optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
                                                config["optimizer"], muon_lr, muon_momentum, muon_weight_decay,
                                                muon_ns_steps)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))  # fp16 needs loss scaling
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
+    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's: a loaded state (nanoGPT's) has none
     if ckpt is not None:
         try:
             optimizer.load_state_dict(ckpt["optimizer"])
@@ -1116,7 +1118,7 @@ def build_optimizer(raw_model, ckpt, config, device_type):
             scaler.load_state_dict(ckpt["scaler"])
         if "sampler" in ckpt:
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
-    return optimizer, scaler, sampler
+    return optimizer, scaler, sampler, lr_scales
 
 
 def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back):
@@ -1160,8 +1162,7 @@ def train(config, ddp, given, stopper):
     # seconds of training steps so far, agreed by all processes: what max_seconds counts
     trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
     # (in here, optimizer is the object; the config key's value is config["optimizer"])
-    optimizer, scaler, sampler = build_optimizer(raw_model, ckpt, config, device_type)
-    lr_scales = [g["lr_scale"] for g in optimizer.param_groups]  # this config's, also after a resume
+    optimizer, scaler, sampler, lr_scales = build_optimizer(raw_model, ckpt, config, device_type)
 
     def to_device(*tensors):
         if device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
