@@ -278,7 +278,7 @@ def read_log(path):
     """The records of a log.jsonl (a missing file or a torn last line is skipped)."""
     records = []
     if os.path.isfile(path):
-        with open(path) as f:
+        with open(path, "rb") as f:  # bytes: a line that is not UTF-8 (no log of ours) fails as JSON, not the read
             for line in f:
                 try:
                     record = json.loads(line)
@@ -511,6 +511,15 @@ def check_out_dir(out_dir):
     """out_dir can be written in (checked before the processes of a DDP run connect: after, only rank 0 would
     know). Raises ConfigError."""
     why = "empty name" if not out_dir else unwritable(out_dir)
+    if not why and os.path.isdir(out_dir):
+        there = lambda name: os.path.join(out_dir, name)  # noqa: E731
+        odd = [n for n in RUN_FILES if os.path.lexists(there(n)) and not os.path.isfile(there(n))]
+        if odd:  # a folder (or a broken link) where the run writes a file of its own
+            why = f"its {odd[0]} is not a file, and a run writes its own {odd[0]} there"
+        elif os.path.lexists(there("previous")) and not os.path.isdir(there("previous")):
+            why = "its previous is not a folder, and an earlier run there moves into previous/"
+        elif any(os.path.exists(there(n)) for n in ("train.bin", "val.bin")):  # its meta.json would be the run's
+            why = "it holds a dataset (train.bin, val.bin): a run's files go in a folder of their own"
     if why:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
 
@@ -562,7 +571,7 @@ def run_summary(out_dir):
                 continue
             return ckpt.get("iter_num"), ckpt.get("best_val_loss"), name == "ckpt.pt" and stopped_short(ckpt)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
-    iters = [r["iter"] for r in records if isinstance(r.get("iter"), int)]  # none: not a log train.py wrote
+    iters = [r["iter"] for r in records if type(r.get("iter")) is int]  # none: not a log train.py wrote
     if not iters:
         return None, None, None
     return (max(iters), min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
@@ -585,11 +594,10 @@ def keep_previous_run(out_dir):
     Returns a line saying so and the folder it went to, or (None, None) if out_dir held no run.
     """
     path = lambda name: os.path.join(out_dir, name)
-    if not (os.path.isfile(path("ckpt.pt")) or os.path.isfile(path("best.pt"))
-            or (os.path.isfile(path("log.jsonl")) and os.path.getsize(path("log.jsonl")) > 0)):
+    files = [n for n in RUN_FILES if os.path.isfile(path(n))]  # any of them: the run writes each anew
+    if not files or (files == ["log.jsonl"] and os.path.getsize(path("log.jsonl")) == 0):
         return None, None
     iter_num, best, stopped = run_summary(out_dir)
-    files = [n for n in RUN_FILES if os.path.isfile(path(n))]
     exports = [n for n in sorted(os.listdir(out_dir)) if n != "previous" and is_export(path(n))]
     # when it last saved: a resume that trained nothing rewrites the log and meta.json, never a checkpoint
     saved = [n for n in ("ckpt.pt", "best.pt") if n in files] or files
@@ -604,8 +612,8 @@ def keep_previous_run(out_dir):
     # a truncated file is still a checkpoint, moved as it is: said so, not "no checkpoint"
     broken = f"{' and '.join(unreadable)} that cannot be read" if unreadable else ""
     held = (checkpoint_summary(iter_num, best) + (f"; its {broken}" if broken else "") if iter_num is not None
-            else broken or "no checkpoint" + ("" if {"ckpt.pt", "best.pt"} & set(files) else
-                                             ", and a log.jsonl with no iteration in it"))
+            else broken or "no checkpoint" + ("" if {"ckpt.pt", "best.pt"} & set(files) else "; " + ", ".join(
+                n + " with no iteration in it" * (n == "log.jsonl") for n in files)))
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)
@@ -645,7 +653,8 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     elif not os.path.exists(meta_out) or not os.path.samefile(meta_in, meta_out):
         shutil.copyfile(meta_in, meta_out)
     log_path = os.path.join(out_dir, "log.jsonl")
-    kept = [r for r in read_log(log_path) if r.get("iter", 0) < resume_iter] if resume_iter is not None else []
+    kept = ([r for r in read_log(log_path) if type(r.get("iter")) is int and r["iter"] < resume_iter]
+            if resume_iter is not None else [])
     log_file = open(log_path, "w")
     for r in kept:
         log_file.write(json.dumps(r) + "\n")

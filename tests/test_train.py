@@ -1645,15 +1645,40 @@ def test_closed_stdout_under_eval_only_says_so_and_exits_141(tmp_path, data_dir)
     assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt"]
 
 
-def test_a_log_of_no_run_is_moved_aside_as_no_run(tmp_path):
-    """A folder holding a log.jsonl train.py did not write ({"a": 1}, a JSON list) was said to hold an earlier
-    run "(iter 0)", and a list on a line was a traceback. Moved aside all the same (nothing is lost), it is
-    said to be what it is."""
-    out = tmp_path / "notes"
+def test_files_of_no_run_are_moved_aside_as_what_they_are(tmp_path):
+    """A folder holding a log.jsonl train.py did not write ({"a": 1}, a JSON list, bytes that are not UTF-8)
+    was said to hold a run "(iter 0)", or was a traceback; one holding only a meta.json or loss.png had them
+    written over in silence. Each is moved aside (nothing is lost) and said to be what it is."""
+    cases = {"log": ({"log.jsonl": b'{"a": 1}\n[1, 2]\n{"iter": true}\nr\xe9sum\xe9\n'},
+                     "no checkpoint; log.jsonl with no iteration in it"),
+             "meta": ({"meta.json": b'{"mine": 1}', "loss.png": b"\x89PNG mine"}, "no checkpoint; loss.png, meta.json")}
+    for name, (files, held) in cases.items():
+        out = tmp_path / name
+        out.mkdir()
+        for f, data in files.items():
+            (out / f).write_bytes(data)
+        (out / "notes.txt").write_text("mine\n")
+        line, dest = train.keep_previous_run(str(out))
+        assert line == f"{out} held an earlier run ({held}): moved to {dest}"
+        assert "-iter" not in os.path.basename(dest) and sorted(os.listdir(dest)) == sorted(files)
+        assert all((Path(dest) / f).read_bytes() == data for f, data in files.items())
+        assert (out / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda out: (out / "log.jsonl").mkdir(), "its log.jsonl is not a file, and a run writes its own log.jsonl there"),
+    (lambda out: (out / "previous").write_text("x"), "its previous is not a folder, and an earlier run there moves "
+                                                     "into previous/"),
+    (lambda out: (out / "train.bin").write_bytes(b"\0\0"), "it holds a dataset (train.bin, val.bin): a run's files "
+                                                             "go in a folder of their own")])
+def test_an_out_dir_the_run_cannot_use_is_one_line_before_any_work(tmp_path, make, why):
+    """A folder named log.jsonl in out_dir was a traceback after setup (and left a meta.json); a dataset's
+    folder as out_dir had its meta.json replaced by the run's. Refused first, nothing written."""
+    out = tmp_path / "out"
     out.mkdir()
-    (out / "log.jsonl").write_text('{"a": 1}\n[1, 2]\n')
-    (out / "notes.txt").write_text("mine\n")
-    line, dest = train.keep_previous_run(str(out))
-    assert line == f"{out} held an earlier run (no checkpoint, and a log.jsonl with no iteration in it): moved to {dest}"
-    assert "-iter" not in os.path.basename(dest) and os.listdir(dest) == ["log.jsonl"]
-    assert (out / "notes.txt").read_text() == "mine\n"
+    make(out)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ConfigError) as e:
+        train.check_out_dir(str(out))
+    assert str(e.value) == f"cannot use out_dir={str(out)!r}: {why}"
+    assert sorted(p.name for p in out.iterdir()) == before
