@@ -40,6 +40,7 @@ from sizing import dataset_vocab, flops_per_token
 
 MODES = ("peak", "train", "sample", "attention", "race")
 MARK = "glassgpt bench.py"  # first in each --json it writes: a later run replaces those, and no other file
+OURS = rb'\{\s*"written_by": "glassgpt bench\.py"'  # MARK where it is, at the start: not a file that mentions it
 COMMON = dict(  # every mode's keys
     mode="train",  # peak | train | sample | attention | race: what to measure
     quick=False,  # tiny sizes, fewer repeats, a short race: a smoke test whose figures mean nothing (the tests use it)
@@ -916,7 +917,7 @@ def main(argv=None):
         torch.set_num_threads(cfg["num_threads"])
     json_dir = os.path.dirname(os.path.abspath(cfg["json"]))
     if cfg["json"]:  # checked now, not after minutes of measuring
-        why = unwritable(json_dir) or not_ours(cfg["json"], MARK, "bench.py")  # a user's own file is kept
+        why = unwritable(json_dir) or not_ours(cfg["json"], OURS, "bench.py")  # a user's own file is kept
         if why:
             raise ConfigError(f"cannot write --json={cfg['json']}: {why}")
     torch.manual_seed(cfg["seed"])

@@ -435,14 +435,14 @@ def unwritable(folder):
 
 
 def not_ours(path, mark, tool):
-    """Why a command must not write over path: a folder, or a file that tool did not write (mark, which tool
-    puts near the start of each file it writes, is missing: a user's own file of that name). None where path
-    is new or tool's own earlier output, which a run of the same command replaces."""
+    """Why a command must not write over path: a folder, or a file that tool did not write (mark, a bytes
+    regex, does not match at its start, where tool puts it in every file it writes: a user's own file of
+    that name). None where path is new or tool's own earlier output, which a run of the same command replaces."""
     if os.path.isdir(path):
         return "it is a folder"
     try:
         with open(path, "rb") as f:
-            if mark.encode() in f.read(4096):
+            if re.match(mark, f.read(4096), re.DOTALL):
                 return None
     except FileNotFoundError:
         return None

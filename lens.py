@@ -56,6 +56,10 @@ dtype = "float32"  # "float32" | "bfloat16" | "float16" | "auto"
 DEFAULTS = config_keys(globals())
 LN2 = math.log(2)
 MARK = "glassgpt lens.py"  # in each page and PNG it writes: a later run replaces those, and no other file
+OURS = {  # where MARK is in each, at the file's start: a file that merely mentions it is not lens.py's
+    "html": rb'<!doctype html>\s*<html><head><meta charset="utf-8"><meta name="generator" content="glassgpt lens\.py">',
+    "png": rb"\x89PNG\r\n\x1a\n.{29}tEXtSoftware\x00glassgpt lens\.py",  # after the signature and IHDR (25 bytes)
+}
 
 
 def log(*args):
@@ -438,9 +442,11 @@ def check(cfg):
             raise ConfigError(f"{key} must be {'>= 0' if key == 'stride' else 'at least 1'}, got {cfg[key]}")
     if cfg["png"] and not cfg["png"].lower().endswith(".png"):  # matplotlib would pick a format from the name
         raise ConfigError(f"--png names the PNG file to write: end it in .png, got {cfg['png']!r}")
+    if cfg["html"] and not cfg["html"].lower().endswith((".html", ".htm")):
+        raise ConfigError(f"--html names the page to write: end it in .html, got {cfg['html']!r}")
     for key in ("html", "png"):  # before the work, not after it; a user's own file of that name is not written over
         why = cfg[key] and not cfg["eval"] and (unwritable(os.path.dirname(cfg[key])) or
-                                                not_ours(cfg[key], MARK, "lens.py"))
+                                                not_ours(cfg[key], OURS[key], "lens.py"))
         if why:
             raise ConfigError(f"cannot write --{key}={cfg[key]}: {why}")
 

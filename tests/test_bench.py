@@ -177,12 +177,15 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2():
     # a user's own file of that name (README.md, notes): it was written over after the measuring
     (["--mode=peak", "--json=HERE/file"], "cannot write --json=HERE/file: HERE/file exists and bench.py did not "
                                           "write it: remove it or choose another name"),
+    (["--mode=peak", "--json=HERE/notes.json"], "cannot write --json=HERE/notes.json: HERE/notes.json exists and "
+                                                "bench.py did not write it: remove it or choose another name"),
 ])
 def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
     """Each mode checks its keys before the machine line (as the race does): the error is all that is said,
     not a line after 'machine: ...' (and, for data_dir and peak_sizes, not after the timing)."""
     nope = str(tmp_path / "nope")  # (in this process: the test above runs bench.py's bad input for real)
     (tmp_path / "file").touch()  # HERE: a folder where --json wants a file, with a file where it wants a folder
+    (tmp_path / "notes.json").write_text('{"my notes": "on glassgpt bench.py"}')  # its name, not its mark
     fill = lambda text: text.replace("NOPE", nope).replace("HERE", str(tmp_path))  # noqa: E731
     p = run_script("bench.py", *map(fill, args))
     assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {fill(error)}\n")

@@ -329,6 +329,7 @@ def bad_cases(out_dir):
         "bad key": ([f"--out_dir={out_dir}", "--strat=x"], "did you mean start?"),
         # matplotlib chose the format from the name: a traceback after the work, and no page
         "png not named .png": ([f"--out_dir={out_dir}", "--png=x.jpgg"], "--png names the PNG file to write: end it in .png"),
+        "page not named .html": ([f"--out_dir={out_dir}", "--html=README.md"], "--html names the page to write: end it in .html"),
         "missing init_from folder": ([f"--init_from={out_dir / 'nope'}"], f"init_from folder {out_dir / 'nope'} does not exist"),
         # a folder that takes no files though it looks writable (root, /proc): it was a traceback after the work
         **({"page the folder refuses": ([f"--out_dir={out_dir}", "--html=/proc/glassgpt-lens.html"],
@@ -338,7 +339,8 @@ def bad_cases(out_dir):
 
 def test_a_users_file_is_not_written_over_and_lens_own_output_is(out_dir, tmp_path, capsys):
     """--html=README.md replaced the user's README with the page: a file lens.py did not write (its mark is
-    not in it) is refused before the work, one line, untouched; its own page and PNG a second run replaces."""
+    not where lens.py puts it: a file that only mentions it, lens.py's own source) is refused before the
+    work, one line, untouched; its own page and PNG a second run replaces."""
     from configurator import run
     page, png = tmp_path / "p.html", tmp_path / "p.png"
     args = [f"--out_dir={out_dir}", f"--start={TEXT}", "--color=never", f"--html={page}", f"--png={png}"]
@@ -346,7 +348,9 @@ def test_a_users_file_is_not_written_over_and_lens_own_output_is(out_dir, tmp_pa
     page.write_text(page.read_text(encoding="utf-8").replace("ROMEO", "JULIET"), encoding="utf-8")
     lens.main(args)  # again: the same command replaces what it wrote
     assert "wrote" in capsys.readouterr().err and '"R", "O", "M"' in page.read_text(encoding="utf-8")
-    for key, name, mine in (("html", "README.md", b"# my notes\n"), ("png", "mine.png", b"\x89PNG\r\n\x1a\nmine")):
+    for key, name, mine in (("html", "notes.html", b"<p>my notes on glassgpt lens.py</p>"),  # its name, not its mark
+                            ("html", "page.htm", open(os.path.join(REPO, "lens.py"), "rb").read()),
+                            ("png", "mine.png", b"\x89PNG\r\n\x1a\nmine glassgpt lens.py")):
         (tmp_path / name).write_bytes(mine)
         with pytest.raises(SystemExit) as e:
             run(lambda: lens.main([*args, f"--{key}={tmp_path / name}"]))
