@@ -274,9 +274,9 @@ def main(argv=None):
                     print(piece, end="", flush=True)
                     mid_line, said = not piece.endswith("\n"), True
                 if not said:  # else an empty sample, as if nothing were generated
-                    print(f"(all {cfg['max_new_tokens']} new tokens are line breaks: a model greedy or nearly so "
-                          "can repeat one; a prompt such as --start=\"ROMEO:\" or a higher temperature gives text)",
-                          end="")
+                    print(f"(nothing but line breaks in {cfg['max_new_tokens']} new token(s): a model sampled greedily "
+                          "or nearly so can repeat one; a prompt such as --start=\"ROMEO:\", or more choice (a higher "
+                          "temperature, top_k, top_p), gives text)", end="")
             print("\n---------------", flush=True)
             n_tokens, mid_line = n_tokens + cfg["max_new_tokens"], False
     except KeyboardInterrupt:

@@ -344,8 +344,9 @@ def test_a_sample_of_nothing_but_line_breaks_says_so(out_dir, capsys, monkeypatc
     newline = VOCAB.index("\n")
     monkeypatch.setattr(GPT, "generate_tokens", lambda self, x, n, *a: (torch.tensor(newline) for _ in range(n)))
     out, _ = run_sample(capsys, f"--out_dir={out_dir}", "--num_samples=2", "--max_new_tokens=30", "--temperature=0")
-    assert samples_of(out) == ["(all 30 new tokens are line breaks: a model greedy or nearly so can repeat one; a "
-                               'prompt such as --start="ROMEO:" or a higher temperature gives text)'] * 2
+    assert samples_of(out) == ["(nothing but line breaks in 30 new token(s): a model sampled greedily or nearly so can "
+                               'repeat one; a prompt such as --start="ROMEO:", or more choice (a higher temperature, '
+                               "top_k, top_p), gives text)"] * 2
 
 
 @pytest.mark.parametrize("signum, code, said, started_ignoring", [
