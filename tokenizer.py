@@ -12,6 +12,7 @@ nanoGPT's meta.pkl (a pickle of {"vocab_size", "itos", "stoi"}) is read too, as 
 """
 
 import codecs
+import contextlib
 import functools
 import io
 import json
@@ -96,19 +97,65 @@ def stream_decode(meta, ids):
 
 
 def write_meta(out_dir, meta):
+    """out_dir/meta.json, whole or not at all (written beside it, then renamed over it)."""
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
+    path = os.path.join(out_dir, "meta.json")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+def check_dataset_folder(out_dir):
+    """A prepare script writes train.bin, val.bin and meta.json into out_dir: not into a training run's folder
+    or a Hugging Face model's, where meta.json is the only record of the model's tokenizer. Raises ConfigError."""
+    there = lambda name: os.path.exists(os.path.join(out_dir, name))  # noqa: E731
+    held = next((f"a training run ({n})" for n in ("ckpt.pt", "best.pt", "log.jsonl") if there(n)), None) or (
+        "a Hugging Face model (config.json)" if there("config.json") else None)
+    if held:
+        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {held}, whose meta.json would be "
+                          "replaced; choose another --out_dir")
+
+
+@contextlib.contextmanager
+def dataset_files(out_dir, meta):
+    """
+    Yields split -> the temporary path to write that split's bin at (beside its place). When the block ends,
+    the bins are renamed into place together and meta.json, which marks a finished dataset, comes last; on
+    an error or a Ctrl-C the temporaries go, and a dataset there before stays whole (a training reading it
+    keeps the files it mapped), never bins of two texts under one meta.json.
+    """
+    check_dataset_folder(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    tmps = {}
+
+    def path(split):
+        tmps[split] = os.path.join(out_dir, f"{split}.bin.tmp.{os.getpid()}")
+        return tmps[split]
+    try:
+        yield path
+        with contextlib.suppress(FileNotFoundError):  # no dataset here for the few renames that follow
+            os.remove(os.path.join(out_dir, "meta.json"))
+        for split, tmp in tmps.items():
+            os.replace(tmp, os.path.join(out_dir, f"{split}.bin"))  # a symlink there is replaced, not written through
+        write_meta(out_dir, meta)
+    finally:
+        for tmp in tmps.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
 
 
 def write_dataset(out_dir, train_ids, val_ids, meta):
     """Write train.bin, val.bin and (last, so it marks a finished dataset) meta.json. Returns the meta written."""
     meta = dict(meta, dtype=bin_dtype(meta["vocab_size"]))
-    os.makedirs(out_dir, exist_ok=True)
-    for split, ids in (("train", train_ids), ("val", val_ids)):
-        np.asarray(ids, dtype=meta["dtype"]).tofile(os.path.join(out_dir, f"{split}.bin"))
-    write_meta(out_dir, meta)
+    with dataset_files(out_dir, meta) as path:
+        for split, ids in (("train", train_ids), ("val", val_ids)):
+            np.asarray(ids, dtype=meta["dtype"]).tofile(path(split))
     return meta
 
 

@@ -109,6 +109,46 @@ def test_write_dataset_dtype_and_read_meta(tmp_path):
     assert tokenizer.bin_dtype(65536) == "uint16" and tokenizer.bin_dtype(65537) == "uint32"
 
 
+def test_a_dataset_rewritten_is_replaced_whole_or_not_at_all(tmp_path):
+    """Re-preparing wrote the bins in place under the old meta.json: a Ctrl-C left bins of two texts that
+    train.py took for one dataset, a training reading them died of a bus error, and a symlinked bin was
+    written through. The new bins go beside their place and are renamed in with meta.json last."""
+    folder = tmp_path / "ds"
+    tokenizer.write_dataset(folder, [0, 1, 2], [2, 1], tokenizer.char_meta("xyz"))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        with tokenizer.dataset_files(folder, tokenizer.char_meta("ab")) as path:
+            np.asarray([1, 0, 1], dtype="uint16").tofile(path("train"))
+            raise KeyboardInterrupt  # a Ctrl-C before val.bin
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary left, nothing changed
+    shared = tmp_path / "shared.bin"
+    shared.write_bytes(b"mine")
+    (folder / "train.bin").unlink()
+    (folder / "train.bin").symlink_to(shared)
+    meta = tokenizer.write_dataset(folder, [1, 0, 1, 1], [0], tokenizer.char_meta("ab"))
+    assert shared.read_bytes() == b"mine" and not (folder / "train.bin").is_symlink()
+    assert load_split(folder, "train")[0].tolist() == [1, 0, 1, 1] and load_split(folder, "val")[1] == meta
+    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+
+
+@pytest.mark.parametrize("held, make", [("a training run (ckpt.pt)", lambda d: (d / "ckpt.pt").write_bytes(b"x")),
+                                        ("a training run (log.jsonl)", lambda d: (d / "log.jsonl").write_text("")),
+                                        ("a Hugging Face model (config.json)", lambda d: (d / "config.json").write_text("{}"))])
+def test_prepare_refuses_a_run_or_model_folder(tmp_path, held, make):
+    """prepare.py --out_dir=<a run's folder> replaced its meta.json, the only record of its model's tokenizer."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    make(folder)
+    (folder / "meta.json").write_text('{"tokenizer": "char"}')
+    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
+    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
+                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"error: cannot prepare a dataset in {folder}: it holds {held}, whose meta.json would be "
+                        "replaced; choose another --out_dir\n")
+    assert (folder / "meta.json").read_text() == '{"tokenizer": "char"}' and not (folder / "train.bin").exists()
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "no meta.json"),
     ("{not json", "cannot read"),

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
-from tokenizer import bin_dtype, gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
+from tokenizer import bin_dtype, check_dataset_folder, dataset_files, gpt2_encoding, gpt2_meta  # noqa: E402
 
 DATASET = "Skylion007/openwebtext"  # Parquet files on the Hub: no loading script, datasets >= 4 reads it
 DEFAULTS = dict(
@@ -58,10 +58,10 @@ def write_bin(path, batches, total, dtype, desc=None):
 def write_docs(splits, out_dir):
     """Tokenize and write in-memory documents, {split: [text, ...]}: the same steps main() runs at scale."""
     dtype = bin_dtype(gpt2_meta()["vocab_size"])
-    for split, docs in splits.items():
-        rows = [tokenize({"text": d}) for d in docs]
-        write_bin(os.path.join(out_dir, f"{split}.bin"), [[r["ids"] for r in rows]], sum(r["len"] for r in rows), dtype)
-    write_meta(out_dir, dict(gpt2_meta(), dtype=dtype, source="in-memory documents"))
+    with dataset_files(out_dir, dict(gpt2_meta(), dtype=dtype, source="in-memory documents")) as path:
+        for split, docs in splits.items():
+            rows = [tokenize({"text": d}) for d in docs]
+            write_bin(path(split), [[r["ids"] for r in rows]], sum(r["len"] for r in rows), dtype)
 
 
 def main(argv=None):
@@ -79,7 +79,8 @@ def main(argv=None):
     except ImportError:
         raise ConfigError("OpenWebText needs Hugging Face datasets: pip install datasets") from None
     gpt2_encoding()  # fail now, not in a worker process, if tiktoken's files are not reachable
-    try:  # and where the bins go, now, not after the download
+    check_dataset_folder(cfg["out_dir"])  # and where the bins go, now, not after the download
+    try:
         os.makedirs(cfg["out_dir"], exist_ok=True)
     except OSError as e:
         raise ConfigError(f"cannot write to {cfg['out_dir']}: {e.strerror}") from None
@@ -91,14 +92,16 @@ def main(argv=None):
     tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=cfg["num_proc"])
 
     dtype = bin_dtype(gpt2_meta()["vocab_size"])
-    for split, dset in tokenized.items():
-        total = int(np.sum(dset["len"], dtype=np.uint64))
-        n_batches = min(1024, len(dset))  # contiguous shards, one at a time
-        batches = (dset.shard(num_shards=n_batches, index=i, contiguous=True).with_format("numpy")["ids"]
-                   for i in range(n_batches))
-        write_bin(os.path.join(cfg["out_dir"], f"{split}.bin"), batches, total, dtype, desc=f"writing {split}.bin")
-        print(f"{split}: {len(dset):,} documents, {total:,} tokens")
-    write_meta(cfg["out_dir"], dict(gpt2_meta(), dtype=dtype, source=f"Hugging Face dataset {cfg['dataset']}"))
+    # written beside their place and renamed in at the end: a Ctrl-C hours in leaves no half-written bin
+    meta = dict(gpt2_meta(), dtype=dtype, source=f"Hugging Face dataset {cfg['dataset']}")
+    with dataset_files(cfg["out_dir"], meta) as path:
+        for split, dset in tokenized.items():
+            total = int(np.sum(dset["len"], dtype=np.uint64))
+            n_batches = min(1024, len(dset))  # contiguous shards, one at a time
+            batches = (dset.shard(num_shards=n_batches, index=i, contiguous=True).with_format("numpy")["ids"]
+                       for i in range(n_batches))
+            write_bin(path(split), batches, total, dtype, desc=f"writing {split}.bin")
+            print(f"{split}: {len(dset):,} documents, {total:,} tokens")
 
 
 if __name__ == "__main__":

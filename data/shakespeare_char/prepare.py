@@ -28,7 +28,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     from configurator import quit_quietly_on_early_ctrl_c
     quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
-from tokenizer import prepare_text  # noqa: E402
+from tokenizer import check_dataset_folder, prepare_text  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # 1,115,394 bytes
@@ -174,6 +174,7 @@ def main(argv=None, tokenizer="char", script=os.path.abspath(__file__)):
     # the keys' meanings are this file's; the usage (--help's first lines) and out_dir are script's
     cfg = configure(dict(DEFAULTS, out_dir=here), spaced_values(argv, DEFAULTS), files=False,  # --input x.txt too
                     sources=[script, os.path.abspath(__file__)])
+    check_dataset_folder(cfg["out_dir"])  # before the download, too
     text, source = shakespeare_text(here, cfg["input"])
     print(f"source: {source}")
     try:

@@ -21,7 +21,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     from configurator import quit_quietly_on_early_ctrl_c
     quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
-from tokenizer import check_prepare, prepare_text  # noqa: E402
+from tokenizer import check_dataset_folder, check_prepare, prepare_text  # noqa: E402
 
 DEFAULTS = dict(
     input="",  # a text file, or a folder of *.txt files (required)
@@ -66,6 +66,7 @@ def main(argv=None):
         raise ConfigError(f"--input=PATH is required: a text file, or a folder of *.txt files "
                           f"(python {script} --input=notes.txt)")
     check_prepare(cfg["tokenizer"], cfg["val_fraction"])
+    check_dataset_folder(cfg["out_dir"])  # before the reading, too
     text, files = read_text(cfg["input"])
     source = cfg["input"] if len(files) == 1 else f"{len(files)} .txt files in {cfg['input']}"
     print(f"source: {source} ({len(text):,} characters)")
