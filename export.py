@@ -378,6 +378,7 @@ def main(argv=None):
                           "(it brings the others)")
     quiet_transformers()  # its shard bars and notices are noise: our line says what was written
     tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
+    old = f"{os.path.normpath(path)}.old.{os.getpid()}"  # the export it replaces, whole, until the new one is in
     with writing(path):  # a read-only or full disk: one line, and the temporary folder goes
         try:
             export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
@@ -390,10 +391,13 @@ def main(argv=None):
                 if added:
                     raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
                                       "which export.py did not write: --overwrite would delete it; move it away first")
-                shutil.rmtree(path)
+                os.replace(path, old)  # renames, not a delete: a Ctrl-C at any point leaves one export whole
             os.replace(tmp, path)
         finally:
+            if os.path.isdir(old) and not os.path.exists(path):  # stopped between the two renames: put it back
+                os.replace(old, path)
             shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
     print(f"wrote {path}: {source} as a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee (Llama-style)'} "
           f"model ({meta['tokenizer']} tokenizer); "
           f"load it with AutoModelForCausalLM.from_pretrained({path!r})")

@@ -234,6 +234,30 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
 
 
+@pytest.mark.parametrize("at", [1, 2])
+def test_an_overwrite_stopped_midway_leaves_one_export_whole(tmp_path, monkeypatch, at):
+    """--overwrite deleted the old export, then moved the new one in: a Ctrl-C during the delete left an
+    empty folder and neither model. The old one now moves aside whole and goes only once the new one is
+    in; a stop at either rename leaves the old export as it was."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    args = [f"--out_dir={tmp_path / 'run'}", f"--folder={tmp_path / 'hf'}", "--overwrite=true"]
+    export.main(args)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "hf").iterdir()}
+    calls, replace = [], os.replace
+
+    def stopped(src, dst):  # the n-th rename of a whole folder (the old one aside, the new one in) is cut short
+        if os.path.dirname(os.fspath(dst)) == str(tmp_path):
+            calls.append(dst)
+            if len(calls) == at:
+                raise KeyboardInterrupt
+        return replace(src, dst)
+    monkeypatch.setattr(export.os, "replace", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        export.main(args)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "hf").iterdir()} == before and len(calls) >= at
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "run"]  # no temporary, no old copy left
+
+
 def test_an_edited_model_card_is_not_overwritten(tmp_path):
     """The card is the file people edit before uploading: --overwrite replaced it without a word. Now an edited
     README.md refuses the overwrite, as a file of the user's own does; an unedited one is replaced."""
