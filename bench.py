@@ -34,13 +34,13 @@ import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          not_ours, resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
+                          json_mark, not_ours, resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
 MODES = ("peak", "train", "sample", "attention", "race")
 MARK = "glassgpt bench.py"  # first in each --json it writes: a later run replaces those, and no other file
-OURS = rb'\{\s*"written_by": "glassgpt bench\.py"'  # MARK where it is, at the start: not a file that mentions it
+OURS = json_mark(MARK)  # MARK where it is, at the start: not a file that mentions it
 COMMON = dict(  # every mode's keys
     mode="train",  # peak | train | sample | attention | race: what to measure
     quick=False,  # tiny sizes, fewer repeats, a short race: a smoke test whose figures mean nothing (the tests use it)

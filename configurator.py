@@ -11,6 +11,7 @@ import ast
 import difflib
 import glob
 import io
+import json
 import os
 import re
 import signal
@@ -432,6 +433,17 @@ def unwritable(folder):
             return None
     except OSError as e:
         return f"{there} takes no files ({e.strerror or e})"
+
+
+def json_mark(mark):
+    """The regex not_ours takes for a JSON file whose first key is "written_by": mark."""
+    return rb'\{\s*"written_by": ' + re.escape(json.dumps(mark)).encode()
+
+
+def png_mark(mark):
+    """The regex not_ours takes for a PNG saved with metadata={"Software": mark}: matplotlib puts that text
+    chunk first after the signature and the header chunk (25 bytes)."""
+    return rb"\x89PNG\r\n\x1a\n.{29}tEXtSoftware\x00" + re.escape(mark).encode()
 
 
 def not_ours(path, mark, tool):

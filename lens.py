@@ -31,8 +31,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from checkpoint import check_init_from
-from configurator import (ConfigError, autocast, config_keys, configure, not_ours, resolve_device, run, unwritable,
-                          writing)
+from configurator import (ConfigError, autocast, config_keys, configure, not_ours, png_mark, resolve_device, run,
+                          unwritable, writing)
 from sample import encode_prompt, load_model, read_prompt
 from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
 
@@ -58,7 +58,7 @@ LN2 = math.log(2)
 MARK = "glassgpt lens.py"  # in each page and PNG it writes: a later run replaces those, and no other file
 OURS = {  # where MARK is in each, at the file's start: a file that merely mentions it is not lens.py's
     "html": rb'<!doctype html>\s*<html><head><meta charset="utf-8"><meta name="generator" content="glassgpt lens\.py">',
-    "png": rb"\x89PNG\r\n\x1a\n.{29}tEXtSoftware\x00glassgpt lens\.py",  # after the signature and IHDR (25 bytes)
+    "png": png_mark(MARK),
 }
 
 
