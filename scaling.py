@@ -32,7 +32,9 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import HELP, ConfigError, configure, run, spaced_values
+from configurator import HELP, ConfigError, configure, json_mark, not_ours, png_mark, run, spaced_values
+
+MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
 # -----------------------------------------------------------------------------
 # Approach 3: a loss surface fitted to ~400 training runs (the paper's equation 10)
@@ -324,7 +326,7 @@ def plot_isoflop(runs, per_budget, exponent, path):
         ax2.legend()
     ax2.set(xscale="log", yscale="log", xlabel="FLOPs C", ylabel="N_opt", title="compute-optimal size")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Software": MARK})
     plt.close(fig)
     return True
 
@@ -381,12 +383,40 @@ class Trainings:
                 proc.kill()
 
 
+def finished(result_path, key):
+    """The result.json of a training an earlier sweep finished with the same settings (key), else None: also
+    where it is unreadable (torn, not JSON), and that training runs again."""
+    try:
+        with open(result_path, "rb") as f:
+            done = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(done, dict) and {k: done.get(k) for k in key} == key and "val_loss" in done and "seconds" in done
+    return done if ok else None
+
+
+def write_json(path, obj, indent=None):
+    """path, whole or not at all (written beside it, then renamed over it): a Ctrl-C mid-write leaves no torn
+    file for the next sweep to read."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=indent)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def train_one(cmd, cwd, trainings):
     """Run one train.py; (seconds, None) or (seconds, the last line it printed) if it failed."""
     t0 = time.time()
     if trainings.stopping.is_set():
         return 0.0, "stopped"
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a session of its own: a terminal's Ctrl-C reaches the sweep alone, which asks each training to stop
+    # once (SIGTERM: it saves); a second signal on top of the first would make train.py quit without saving
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     trainings.running.add(proc)
     try:
         out, err = proc.communicate()
@@ -423,6 +453,10 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:  # a file of that name, a folder on its path that is a file, /proc
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
+    for name, mark in (("isoflop.json", json_mark(MARK)), ("isoflop.png", png_mark(MARK))):  # not after the trainings
+        why = not_ours(os.path.join(out_dir, name), mark, "scaling.py")
+        if why:
+            raise ConfigError(f"cannot write {os.path.join(out_dir, name)}: {why}")
     print(f"{len(runs)} trainings on {data_dir} (vocab {vocab_size}), {sum(r['flops'] for r in runs):.2e} "
           f"FLOPs in all, {jobs} at a time, into {out_dir}/", flush=True)
     todo = []
@@ -431,14 +465,11 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         key = {k: r[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
         key["data_dir"] = data_dir
         r["key"] = key
-        result_path = os.path.join(r["run_dir"], "result.json")
-        if os.path.exists(result_path):  # finished by an earlier sweep with the same plan: reuse it
-            with open(result_path) as f:
-                done = json.load(f)
-            if {k: done.get(k) for k in key} == key:
-                r.update(val_loss=done["val_loss"], seconds=done["seconds"])
-                print(f"reused {r['run_dir']}: val_loss {r['val_loss']:.4f}", flush=True)
-                continue
+        done = finished(os.path.join(r["run_dir"], "result.json"), key)
+        if done:  # finished by an earlier sweep with the same plan: reuse it
+            r.update(val_loss=done["val_loss"], seconds=done["seconds"])
+            print(f"reused {r['run_dir']}: val_loss {r['val_loss']:.4f}", flush=True)
+            continue
         todo.append(r)
     # largest first, so the pool does not end waiting on one long run
     todo.sort(key=lambda r: -r["flops"] / r["N"] ** 0.5)
@@ -456,8 +487,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
                 raise SystemExit(f"error: train.py failed for {r['run_dir']}: {error}")
             r["seconds"] = seconds
             r["val_loss"] = final_val_loss(os.path.join(r["run_dir"], "log.jsonl"), r["iters"])
-            with open(os.path.join(r["run_dir"], "result.json"), "w") as f:
-                json.dump(dict(r["key"], val_loss=r["val_loss"], seconds=seconds, N=r["N"], tokens=r["tokens"]), f)
+            write_json(os.path.join(r["run_dir"], "result.json"),
+                       dict(r["key"], val_loss=r["val_loss"], seconds=seconds, N=r["N"], tokens=r["tokens"]))
             print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
                   f"val_loss {r['val_loss']:.4f} ({seconds:.0f}s)", flush=True)
     except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
@@ -472,8 +503,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     per_budget, exponent = analyse(runs)
     print()
     print(sweep_table(runs, per_budget, exponent))
-    with open(os.path.join(out_dir, "isoflop.json"), "w") as f:
-        json.dump(dict(runs=runs, per_budget=per_budget, exponent=exponent), f, indent=1)
+    write_json(os.path.join(out_dir, "isoflop.json"),
+               dict(written_by=MARK, runs=runs, per_budget=per_budget, exponent=exponent), indent=1)
     if plot_isoflop(runs, per_budget, exponent, os.path.join(out_dir, "isoflop.png")):
         print(f"plot: {os.path.join(out_dir, 'isoflop.png')}")
     return runs, per_budget, exponent

@@ -233,6 +233,59 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     assert len(os.listdir(out_dir)) <= 2  # the three queued trainings never started
 
 
+def tiny_dataset(folder):
+    folder.mkdir()
+    tokens = (np.arange(20000) % 8).astype(np.uint16)
+    tokens[:18000].tofile(folder / "train.bin")
+    tokens[18000:].tofile(folder / "val.bin")
+    (folder / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                  "itos": [chr(65 + i) for i in range(8)]}))
+    return folder
+
+
+def test_a_terminals_ctrl_c_lets_the_running_trainings_save(tmp_path):
+    """A terminal's Ctrl-C goes to the whole process group: each training got SIGINT (and began to save), then
+    the sweep's SIGTERM on top, and train.py took the second signal as 'quit without saving'. The trainings
+    now run in sessions of their own: the sweep alone gets the Ctrl-C, and each training one SIGTERM."""
+    import signal
+    import time
+    data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
+                             f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # a group of its own, as a terminal's job
+    logs = lambda: [p for p in out_dir.glob("*/log.jsonl") if '"loss"' in p.read_text()]  # noqa: E731
+    deadline = time.time() + 90
+    while len(logs()) < 2 and time.time() < deadline:  # both trainings of the first pair have trained
+        time.sleep(0.2)
+    assert len(logs()) == 2
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    saved = [p.parent for p in logs() if (p.parent / "ckpt.pt").exists()]
+    assert len(saved) == 2, sorted(os.listdir(logs()[0].parent))
+
+
+def test_a_torn_result_runs_again_and_a_users_isoflop_file_is_kept(tmp_path):
+    """A result.json cut short made every later sweep a JSONDecodeError traceback; it now means that training
+    runs again. isoflop.json and .png a sweep replaces only where it wrote them: a user's is refused first."""
+    key = {"budget": 3e11, "n_layer": 1}
+    path = tmp_path / "result.json"
+    scaling.write_json(str(path), dict(key, val_loss=2.5, seconds=3.0))
+    assert scaling.finished(str(path), key)["val_loss"] == 2.5
+    assert scaling.finished(str(path), dict(key, n_layer=2)) is None  # another plan's
+    path.write_bytes(path.read_bytes()[:20])
+    assert scaling.finished(str(path), key) is None and scaling.finished(str(tmp_path / "none.json"), key) is None
+    data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
+    out_dir.mkdir()
+    (out_dir / "isoflop.json").write_text('{"my results": "from glassgpt scaling.py"}')
+    p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}", f"--data_dir={data}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"error: cannot write {out_dir / 'isoflop.json'}: {out_dir / 'isoflop.json'} exists and "
+                        "scaling.py did not write it: remove it or choose another name\n")
+    assert sorted(os.listdir(out_dir)) == ["isoflop.json"]
+
+
 def test_final_val_loss_reads_last_eval(tmp_path):
     log = tmp_path / "log.jsonl"
     lines = [dict(iter=0, loss=4.2, val_loss=4.19), dict(iter=10, loss=3.1, lr=1e-3),
