@@ -203,18 +203,21 @@ def test_sweep_out_dir_it_cannot_make_is_one_line(tmp_path):
     assert (tmp_path / "file").read_text() == "mine"
 
 
+def tiny_dataset(folder):
+    folder.mkdir()
+    tokens = (np.arange(20000) % 8).astype(np.uint16)
+    tokens[:18000].tofile(folder / "train.bin")
+    tokens[18000:].tofile(folder / "val.bin")
+    (folder / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                  "itos": [chr(65 + i) for i in range(8)]}))
+    return folder
+
+
 def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     """SIGINT to the sweep alone: queued trainings do not start, running ones end, one line, exit 130."""
     import signal
     import time
-    data = tmp_path / "data"
-    data.mkdir()
-    tokens = (np.arange(20000) % 8).astype(np.uint16)
-    tokens[:18000].tofile(data / "train.bin")
-    tokens[18000:].tofile(data / "val.bin")
-    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
-                                                "itos": [chr(65 + i) for i in range(8)]}))
-    out_dir = tmp_path / "sweep"
+    data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
     proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
                              f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -231,16 +234,6 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
                                         "the sweep runs again"], err
     assert children() == []  # nothing left training
     assert len(os.listdir(out_dir)) <= 2  # the three queued trainings never started
-
-
-def tiny_dataset(folder):
-    folder.mkdir()
-    tokens = (np.arange(20000) % 8).astype(np.uint16)
-    tokens[:18000].tofile(folder / "train.bin")
-    tokens[18000:].tofile(folder / "val.bin")
-    (folder / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
-                                                  "itos": [chr(65 + i) for i in range(8)]}))
-    return folder
 
 
 def test_a_terminals_ctrl_c_lets_the_running_trainings_save(tmp_path):
