@@ -18,6 +18,7 @@ import signal
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import tokenize
 import types
@@ -461,6 +462,25 @@ def not_ours(path, mark, tool):
     except OSError as e:
         return e.strerror or str(e)
     return f"{path} exists and {tool} did not write it: remove it or choose another name"
+
+
+@contextmanager
+def uninterrupted():
+    """Ctrl-C and SIGTERM wait until the block ends, then arrive as ever: for a few renames that must all
+    happen or none. (Caught and raised again, not masked: a mask holds only this thread's, and torch's
+    threads would take the signal.) Off the main thread, where no handler can be set, the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    before = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 @contextmanager

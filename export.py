@@ -35,7 +35,7 @@ if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line
 import torch
 
 from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
-from configurator import ConfigError, config_keys, configure, run, unwritable, writing
+from configurator import ConfigError, config_keys, configure, run, uninterrupted, unwritable, writing
 from sample import load_run, too_few_characters
 from sizing import non_embedding_label, param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -391,10 +391,13 @@ def main(argv=None):
                 if added:
                     raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
                                       "which export.py did not write: --overwrite would delete it; move it away first")
-                os.replace(path, old)  # renames, not a delete: a Ctrl-C at any point leaves one export whole
-            os.replace(tmp, path)
+            with uninterrupted():  # renames, then the old one's files unlinked: a Ctrl-C waits for them
+                if os.path.exists(path):
+                    os.replace(path, old)
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
         finally:
-            if os.path.isdir(old) and not os.path.exists(path):  # stopped between the two renames: put it back
+            if os.path.isdir(old) and not os.path.exists(path):  # failed between the two renames: put it back
                 os.replace(old, path)
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)

@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, library_help
+from configurator import ConfigError, library_help, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -139,11 +139,12 @@ def dataset_files(out_dir, meta):
         return tmps[split]
     try:
         yield path
-        with contextlib.suppress(FileNotFoundError):  # no dataset here for the few renames that follow
-            os.remove(os.path.join(out_dir, "meta.json"))
-        for split, tmp in tmps.items():
-            os.replace(tmp, os.path.join(out_dir, f"{split}.bin"))  # a symlink there is replaced, not written through
-        write_meta(out_dir, meta)
+        with uninterrupted():  # a Ctrl-C waits for these few renames: both datasets never mix
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out_dir, "meta.json"))
+            for split, tmp in tmps.items():
+                os.replace(tmp, os.path.join(out_dir, f"{split}.bin"))  # a symlink there: replaced, not written through
+            write_meta(out_dir, meta)
     finally:
         for tmp in tmps.values():
             with contextlib.suppress(FileNotFoundError):
