@@ -22,7 +22,7 @@ import threading
 import time
 import tokenize
 import types
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -462,6 +462,19 @@ def not_ours(path, mark, tool):
     except OSError as e:
         return e.strerror or str(e)
     return f"{path} exists and {tool} did not write it: remove it or choose another name"
+
+
+@contextmanager
+def replacing(path):
+    """Yields a temporary name beside path to write to; when the block ends it is renamed over path, whole or
+    not at all: an error or a stop mid-write leaves path as it was, and the temporary goes."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with suppress(FileNotFoundError):
+            os.remove(tmp)
 
 
 @contextmanager

@@ -32,7 +32,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import HELP, ConfigError, configure, json_mark, not_ours, png_mark, run, spaced_values
+from configurator import HELP, ConfigError, configure, json_mark, not_ours, png_mark, replacing, run, spaced_values
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -398,14 +398,8 @@ def finished(result_path, key):
 def write_json(path, obj, indent=None):
     """path, whole or not at all (written beside it, then renamed over it): a Ctrl-C mid-write leaves no torn
     file for the next sweep to read."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=indent)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with replacing(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=indent)
 
 
 def train_one(cmd, cwd, trainings):

@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, library_help, uninterrupted
+from configurator import ConfigError, library_help, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -99,16 +99,9 @@ def stream_decode(meta, ids):
 def write_meta(out_dir, meta):
     """out_dir/meta.json, whole or not at all (written beside it, then renamed over it)."""
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "meta.json")
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+    with replacing(os.path.join(out_dir, "meta.json")) as tmp, open(tmp, "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
 
 
 def check_dataset_folder(out_dir):
