@@ -400,7 +400,6 @@ def main(argv=None):
             if os.path.isdir(old) and not os.path.exists(path):  # failed between the two renames: put it back
                 os.replace(old, path)
             shutil.rmtree(tmp, ignore_errors=True)
-            shutil.rmtree(old, ignore_errors=True)
     print(f"wrote {path}: {source} as a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee (Llama-style)'} "
           f"model ({meta['tokenizer']} tokenizer); "
           f"load it with AutoModelForCausalLM.from_pretrained({path!r})")

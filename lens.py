@@ -20,6 +20,7 @@ import html as html_lib
 import json
 import math
 import os
+import re
 import sys
 
 if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
@@ -57,7 +58,8 @@ DEFAULTS = config_keys(globals())
 LN2 = math.log(2)
 MARK = "glassgpt lens.py"  # in each page and PNG it writes: a later run replaces those, and no other file
 OURS = {  # where MARK is in each, at the file's start: a file that merely mentions it is not lens.py's
-    "html": rb'<!doctype html>\s*<html><head><meta charset="utf-8"><meta name="generator" content="glassgpt lens\.py">',
+    "html": rb'<!doctype html>\s*<html><head><meta charset="utf-8"><meta name="generator" content="'
+            + re.escape(MARK).encode() + rb'">',
     "png": png_mark(MARK),
 }
 

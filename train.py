@@ -275,7 +275,8 @@ def eval_starts(n_tokens, block_size, count):
 
 
 def read_log(path):
-    """The records of a log.jsonl (a missing file or a torn last line is skipped)."""
+    """The records of a log.jsonl: JSON objects with an int "iter", as train.py writes each (a missing file, a
+    torn last line, or a line of some other file's is passed over)."""
     records = []
     if os.path.isfile(path):
         with open(path, "rb") as f:  # bytes: a line that is not UTF-8 (no log of ours) fails as JSON, not the read
@@ -284,7 +285,7 @@ def read_log(path):
                     record = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(record, dict):  # a line of some other file's is no record
+                if isinstance(record, dict) and type(record.get("iter")) is int:  # not True: bool is an int
                     records.append(record)
     return records
 
@@ -571,10 +572,10 @@ def run_summary(out_dir):
                 continue
             return ckpt.get("iter_num"), ckpt.get("best_val_loss"), name == "ckpt.pt" and stopped_short(ckpt)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
-    iters = [r["iter"] for r in records if type(r.get("iter")) is int]  # none: not a log train.py wrote
-    if not iters:
+    if not records:  # none, or not a log train.py wrote
         return None, None, None
-    return (max(iters), min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
+    return (max(r["iter"] for r in records),
+            min((r["val_loss"] for r in records if r.get("val_loss") is not None), default=None), None)
 
 
 def readable(path):
@@ -653,8 +654,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     elif not os.path.exists(meta_out) or not os.path.samefile(meta_in, meta_out):
         shutil.copyfile(meta_in, meta_out)
     log_path = os.path.join(out_dir, "log.jsonl")
-    kept = ([r for r in read_log(log_path) if type(r.get("iter")) is int and r["iter"] < resume_iter]
-            if resume_iter is not None else [])
+    kept = [r for r in read_log(log_path) if r["iter"] < resume_iter] if resume_iter is not None else []
     log_file = open(log_path, "w")
     for r in kept:
         log_file.write(json.dumps(r) + "\n")
