@@ -149,6 +149,39 @@ def test_prepare_refuses_a_run_or_model_folder(tmp_path, held, make):
     assert (folder / "meta.json").read_text() == '{"tokenizer": "char"}' and not (folder / "train.bin").exists()
 
 
+@pytest.mark.parametrize("files, message", [
+    ({"meta.json": '{"my": "settings"}', "train.bin": "my data"},
+     "its meta.json is not a dataset's, and would be replaced; remove it or choose another --out_dir"),
+    ({"train.bin": "my data"}, "it holds train.bin or val.bin with no meta.json, not a dataset a prepare script "
+                               "wrote; remove them or choose another --out_dir"),
+    (None, "it is a file, not a folder; choose another --out_dir"),
+])
+def test_prepare_refuses_files_it_did_not_write(tmp_path, files, message):
+    """prepare.py --out_dir=<a folder with the user's own meta.json or train.bin> replaced them without a word;
+    --out_dir=README.md printed the text's source line before its error."""
+    folder = tmp_path / "mine"
+    if files is None:
+        folder.write_text("notes")
+    else:
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    before = ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes())
+    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
+    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
+                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: cannot prepare a dataset in {folder}: {message}\n")
+    assert ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes()) == before
+    if files is not None:  # a dataset a prepare wrote is replaced as ever
+        for name in files:
+            (folder / name).unlink()
+        for _ in range(2):
+            p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
+                                f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr
+        assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "no meta.json"),
     ("{not json", "cannot read"),
