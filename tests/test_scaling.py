@@ -188,6 +188,26 @@ def test_sweep_runs_do_not_follow_tiny_py(tmp_path):
     assert cfg["max_iters"] == cfg["lr_decay_iters"] == run["iters"] and cfg["n_layer"] == run["n_layer"]
 
 
+@pytest.mark.parametrize("name, held", [("ckpt.pt", "a training run (ckpt.pt)"), ("log.jsonl", "a training run (log.jsonl)"),
+                                        ("config.json", "a Hugging Face model (config.json)"),
+                                        ("train.bin", "a dataset (train.bin)")])
+def test_sweep_refuses_an_out_dir_holding_other_work(tmp_path, name, held):
+    """scaling.py sweep --out_dir=out-tiny put its run folders and isoflop.json into the main job's run."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 8, "dtype": "uint16",
+                                                "itos": [chr(65 + i) for i in range(8)]}))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / name).write_bytes(b"mine")
+    p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
+                        f"--data_dir={data}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"error: cannot use out_dir='{out_dir}': it holds {held}, and the sweep's trainings would "
+                        "mix with it; choose another --out_dir\n")
+    assert [p.name for p in out_dir.iterdir()] == [name] and (out_dir / name).read_bytes() == b"mine"
+
+
 def test_sweep_out_dir_it_cannot_make_is_one_line(tmp_path):
     """A file where out_dir would go, or under it: makedirs' traceback, exit 1 (a user's trial). Now one line."""
     data = tmp_path / "data"
