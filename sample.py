@@ -52,8 +52,9 @@ def log(*args):
 
 def check(cfg):
     """Values configurator cannot check by type alone."""
-    if cfg["num_samples"] < 1 or cfg["max_new_tokens"] < 0:
-        raise ConfigError("num_samples must be >= 1 and max_new_tokens >= 0")
+    for key in ("num_samples", "max_new_tokens"):  # 0 new tokens would print the prompt back, and nothing else
+        if cfg[key] < 1:
+            raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
     if cfg["temperature"] < 0:
         raise ConfigError(f"temperature must be >= 0, got {cfg['temperature']}")
     if cfg["top_k"] is not None and (not isinstance(cfg["top_k"], int) or isinstance(cfg["top_k"], bool) or cfg["top_k"] < 1):
@@ -133,7 +134,7 @@ def load_run(folder, ckpt="", meta=""):
     """
     if ckpt and not ckpt.endswith(".pt"):  # log.jsonl, meta.json: not read as a checkpoint, by any tool
         raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {ckpt!r}")
-    if os.path.isfile(folder) and os.path.isdir(os.path.dirname(folder) or "."):  # a checkpoint named as out_dir
+    if folder.endswith(".pt") and os.path.isfile(folder):  # a checkpoint named as out_dir
         parent, name = os.path.dirname(folder) or ".", os.path.basename(folder)
         raise ConfigError(f"out_dir {folder} is a file: out_dir is a run's folder; for that file pass "
                           f"--out_dir={parent} --ckpt={name}")

@@ -244,6 +244,12 @@ def bad_cases(out_dir):
         # a checkpoint named as out_dir: the hint was to train into it, which train.py refuses
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file: out_dir "
                               f"is a run's folder; for that file pass --out_dir={out_dir} --ckpt=ckpt.pt"),
+        # README.md as out_dir: the hint was --ckpt=README.md, which is refused
+        "a non-checkpoint file as out_dir": ([f"--out_dir={REPO}/README.md"], f"out_dir {REPO}/README.md is a file: "
+                                             "expected a training run's folder there"),
+        # 0 printed the prompt back with a hint about line breaks; the other check did not give the value
+        "no new tokens": ([f"--out_dir={out_dir}", "--max_new_tokens=0"], "max_new_tokens must be >= 1, got 0"),
+        "no samples": ([f"--out_dir={out_dir}", "--num_samples=-1"], "num_samples must be >= 1, got -1"),
         "missing checkpoint": ([f"--out_dir={out_dir / 'empty'}"], f"no checkpoint at {out_dir / 'empty' / 'ckpt.pt'}"),
         # out_dir/previous: it said only "no checkpoint", not what the folder holds
         "a folder of runs": ([f"--out_dir={out_dir / 'previous'}"], f"no checkpoint at "
