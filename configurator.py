@@ -172,6 +172,12 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     hint = f" (did you mean {beside}? relative paths are taken from the current folder)"
                 meant = [m for m in (arg + ".py", os.path.join("config", arg), os.path.join("config", arg + ".py"))
                          if os.path.isfile(m)]  # config/tiny, tiny.py, tiny
+                if not hint and not meant and not os.path.exists(arg):  # config/tny.py, tny.py: a near name
+                    folder = os.path.dirname(arg) or "config"  # not ".", where the near names are the tools
+                    name = os.path.basename(arg) if arg.endswith(".py") else os.path.basename(arg) + ".py"
+                    near = (difflib.get_close_matches(name, [n for n in os.listdir(folder) if n.endswith(".py")], n=1)
+                            if os.path.isdir(folder) else [])
+                    meant = [os.path.join(folder, n) for n in near]
                 if not hint and meant and not os.path.exists(arg):
                     hint = f" (did you mean {meant[0]}?)"
                 raise ConfigError(f"cannot read config file {arg}: {e.strerror}{hint}") from None

@@ -115,7 +115,7 @@ def test_a_config_file_beside_the_script_is_hinted_from_another_folder(tmp_path,
                                  f"mean {os.path.abspath(__file__)}? relative paths are taken from the current folder)")
 
 
-@pytest.mark.parametrize("arg", ["config/tiny", "tiny.py", "tiny"])
+@pytest.mark.parametrize("arg", ["config/tiny", "tiny.py", "tiny", "config/tny.py", "tny.py", "config/tinyy"])
 def test_a_config_file_named_short_is_hinted(arg, tmp_path, monkeypatch):
     """python train.py tiny.py (or config/tiny): the file it means is config/tiny.py."""
     monkeypatch.chdir(tmp_path)
@@ -124,6 +124,15 @@ def test_a_config_file_named_short_is_hinted(arg, tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as caught:
         configure(DEFAULTS, [arg])
     assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean config/tiny.py?)"
+
+
+def test_a_misspelt_config_file_is_not_hinted_at_a_tool(tmp_path, monkeypatch):
+    """tny.py: the near names in the current folder are the tools (train.py), never the config meant."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    with pytest.raises(ConfigError) as caught:
+        configure(DEFAULTS, ["tny.py"])
+    assert str(caught.value) == "cannot read config file tny.py: No such file or directory"
 
 
 def test_a_key_in_other_case_is_hinted():
