@@ -52,7 +52,7 @@ COMMON = dict(  # every mode's keys
     device="cpu",  # cpu | cuda | cuda:1 | auto
 )
 PEAK = dict(
-    dtype="float32",  # float32 | bfloat16: the matmuls' dtype (train: autocast to it)
+    dtype="auto",  # auto | float32 | bfloat16: the matmuls' dtype (train: autocast to it); auto: train.py's choice for n_embd
     peak_sizes="2048,3072,4096",  # the square matmul sizes n the peak is the best of
 )
 MODEL_SWITCHES = dict(
@@ -906,7 +906,7 @@ def main(argv=None):
     cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
     if cfg["repeats"] < 1 or cfg["warmup"] < 1:
         raise ConfigError("repeats and warmup must be >= 1 (0 picks the mode's default)")
-    cfg["device"], device_type, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    cfg["device"], device_type, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"), cfg.get("n_embd"))
     if device_type == "mps" or dtype not in DTYPES:
         raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
     if "dtype" in cfg:

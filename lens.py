@@ -455,7 +455,7 @@ def check(cfg):
 
 def load(cfg):
     """sample.py's model and tokenizer, in eval mode on the chosen device."""
-    dev, _, _ = resolve_device(cfg["device"], cfg["dtype"])
+    dev, _, _ = resolve_device(cfg["device"], "float32")  # the device; the dtype once the model's width is known
     model, meta, loaded = load_model(cfg)
     return model.eval().to(dev), meta, loaded
 
@@ -476,7 +476,7 @@ def run_eval(cfg):
     if len(ids) < 2:
         raise ConfigError(f"{path} has {len(ids)} token(s): at least two are needed to score one")
     log(loaded)
-    _, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
+    _, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"], model.config.n_embd)
     with autocast(device_type, dtype):
         r = evaluate(model, ids, token_bytes(meta, ids), cfg["stride"], cfg["batch_size"], sys.stderr.isatty(),
                      cfg["heads"])
@@ -508,7 +508,7 @@ def main(argv=None):
     if len(ids) < 2:
         raise ConfigError("the text is one token: give at least two, so one can be predicted")
     log(loaded)
-    _, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
+    _, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"], model.config.n_embd)
     with autocast(device_type, dtype):
         inside = look_inside(model, ids)
         lens_logits = logit_lens(model, inside["resid"]).cpu()

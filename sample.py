@@ -245,10 +245,11 @@ def main(argv=None):
     cfg = configure(DEFAULTS, argv, nullable=("top_k",), reads_run=True)
     check(cfg)
     torch.manual_seed(cfg["seed"])
-    dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
+    dev, _, _ = resolve_device(cfg["device"], "float32")  # the device; the dtype once the model's width is known
 
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg)
+    _, device_type, dtype = resolve_device(dev, cfg["dtype"], model.config.n_embd)  # "auto" follows the width
     model.eval().to(dev)
     ids = encode_prompt(text, meta)
     log(loaded)  # only now: a bad input leaves just its one error line on stderr

@@ -194,7 +194,7 @@ def resolve(config):
                           "with batch_size lowered to keep the tokens per iteration")
     c["data_dir"] = c["data_dir"] or os.path.join(_REPO, "data", c["dataset"])
 
-    c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"])
+    c["device"], kind, c["dtype"] = resolve_device(c["device"], c["dtype"], c["n_embd"])
     if kind == "cuda" and "LOCAL_RANK" in os.environ:  # DDP: one GPU per process
         c["device"] = f"cuda:{os.environ['LOCAL_RANK']}"
     choice = str(c["compile"]).lower()
@@ -525,6 +525,12 @@ def check_out_dir(out_dir):
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
 
 
+def auto_dtype(config, given, width):
+    """The dtype to train a model of this width in: dtype "auto" (the default, not given) follows the width of the model
+    trained, which a resume or init_from takes from the checkpoint or weights, not from the config's n_embd."""
+    return config["dtype"] if "dtype" in given else resolve_device(config["device"], "auto", width)[2]
+
+
 def preflight(config, given):
     """
     What can be checked before the processes connect and before anything big is allocated: the
@@ -536,6 +542,7 @@ def preflight(config, given):
         check_out_dir(config["out_dir"])
     if config["init_from"] == "resume":
         config = adopt_checkpoint_model(config, given)
+        config["dtype"] = auto_dtype(config, given, config["n_embd"])
     vocab = 1  # until prepare.py has written the data, the bound below leaves the logits out
     if not needs_prepare(config["data_dir"]):  # the data's errors now, before the processes connect
         vocab = load_data(config["data_dir"], config["block_size"])[2]["vocab_size"]
@@ -1154,7 +1161,6 @@ def train(config, ddp, given, stopper):
     accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
     tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
     device_type = set_up_device(ddp, rank, world_size)
-    ctx = autocast(device_type, dtype)
 
     # data: the bins are opened once and read by slicing; each split must hold one window
     ensure_data(data_dir, master, ddp)
@@ -1164,6 +1170,8 @@ def train(config, ddp, given, stopper):
 
     # model
     raw_model, ckpt = build_model(config, given, meta, device_type)
+    globals()["dtype"] = config["dtype"] = auto_dtype(config, given, raw_model.config.n_embd)  # GPT-2's, a folder's
+    ctx = autocast(device_type, dtype)
     nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
     iter_num = ckpt["iter_num"] if ckpt else 0
     best_val_loss = float(ckpt["best_val_loss"]) if ckpt else float("inf")  # nanoGPT's is a tensor

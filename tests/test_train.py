@@ -557,6 +557,24 @@ def test_startup_line_counts_processes_and_threads_in_words(tmp_path, data_dir):
     assert "| cpu float32 | 1 process x 1 thread | 128 tokens per iteration" in result.stdout, result.stdout
 
 
+def test_dtype_auto_follows_the_models_width(tmp_path, data_dir, monkeypatch):
+    """On a CPU with native bf16, autocast ran nanoGPT's 128-wide step 1.25x slower than float32 and a 384-wide
+    one 1.7x faster (docs/cpu.md): auto is bfloat16 only above 128 wide. A resume follows the checkpoint's
+    width, not the config's (the default n_embd, 768, would have picked bfloat16 for a 16-wide model)."""
+    import configurator
+    monkeypatch.setattr(configurator, "cpu_has_native_bf16", lambda: True)  # what this test asks of the CPU
+    auto = [a for a in TINY if not a.startswith("--dtype=")]
+    where = [f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'narrow'}"]
+    narrow = run_script("train.py", *where, *auto, "--max_iters=2")
+    assert narrow.returncode == 0 and "| cpu float32 |" in narrow.stdout, narrow.stdout + narrow.stderr
+    resumed = run_script("train.py", *where, *[a for a in auto if not a.startswith("--n_")], "--max_iters=4",
+                         "--init_from=resume")
+    assert resumed.returncode == 0 and "| cpu float32 |" in resumed.stdout, resumed.stdout + resumed.stderr
+    wide = run_script("train.py", f"--data_dir={data_dir}", f"--out_dir={tmp_path / 'wide'}", *auto, "--n_embd=192",
+                      "--max_iters=1")
+    assert wide.returncode == 0 and "| cpu bfloat16 |" in wide.stdout, wide.stdout + wide.stderr
+
+
 def test_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     """--max_seconds: the run stops after that many seconds of training steps, far short of max_iters, with
     the lr decayed over the time (to within 10% of min_lr at the last step), a last eval and checkpoint,
