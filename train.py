@@ -526,8 +526,8 @@ def check_out_dir(out_dir):
 
 
 def auto_dtype(config, given, width):
-    """The dtype to train a model of this width in: dtype "auto" (the default, not given) follows the width of the model
-    trained, which a resume or init_from takes from the checkpoint or weights, not from the config's n_embd."""
+    """The dtype to train a model of this width in: dtype "auto" (the default, not given) follows the width of
+    the model built, which a resume or init_from takes from the checkpoint or weights, not the config's n_embd."""
     return config["dtype"] if "dtype" in given else resolve_device(config["device"], "auto", width)[2]
 
 
@@ -542,7 +542,6 @@ def preflight(config, given):
         check_out_dir(config["out_dir"])
     if config["init_from"] == "resume":
         config = adopt_checkpoint_model(config, given)
-        config["dtype"] = auto_dtype(config, given, config["n_embd"])
     vocab = 1  # until prepare.py has written the data, the bound below leaves the logits out
     if not needs_prepare(config["data_dir"]):  # the data's errors now, before the processes connect
         vocab = load_data(config["data_dir"], config["block_size"])[2]["vocab_size"]
@@ -1170,7 +1169,7 @@ def train(config, ddp, given, stopper):
 
     # model
     raw_model, ckpt = build_model(config, given, meta, device_type)
-    globals()["dtype"] = config["dtype"] = auto_dtype(config, given, raw_model.config.n_embd)  # GPT-2's, a folder's
+    globals()["dtype"] = config["dtype"] = auto_dtype(config, given, raw_model.config.n_embd)  # its own width
     ctx = autocast(device_type, dtype)
     nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
     iter_num = ckpt["iter_num"] if ckpt else 0
