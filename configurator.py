@@ -442,6 +442,17 @@ def unwritable(folder):
         return f"{there} takes no files ({e.strerror or e})"
 
 
+WORK = (("ckpt.pt", "a training run"), ("best.pt", "a training run"), ("log.jsonl", "a training run"),
+        ("config.json", "a Hugging Face model"), ("train.bin", "a dataset"), ("val.bin", "a dataset"))
+
+
+def held_work(folder, kinds=("a training run", "a Hugging Face model", "a dataset")):
+    """What another command's work in folder is, as "a training run (ckpt.pt)": the first of kinds found by
+    the files that mark it (a run's checkpoints or log, a model's config.json, a dataset's bins); else None."""
+    return next((f"{kind} ({name})" for name, kind in WORK if kind in kinds and os.path.exists(os.path.join(folder, name))),
+                None)
+
+
 def json_mark(mark):
     """The regex not_ours takes for a JSON file whose first key is "written_by": mark."""
     return rb'\{\s*"written_by": ' + re.escape(json.dumps(mark)).encode()

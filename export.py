@@ -35,7 +35,8 @@ if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line
 import torch
 
 from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
-from configurator import ConfigError, config_keys, configure, run, uninterrupted, unwritable, writing
+from configurator import (ConfigError, config_keys, configure, held_work, run, uninterrupted, unwritable,
+                          writing)
 from sample import load_run, too_few_characters
 from sizing import non_embedding_label, param_counts
 from tokenizer import EOT, gpt2_encoding, write_meta
@@ -334,11 +335,10 @@ def check_replaceable(path, out_dir, overwrite):
     exported, or a folder of the user's own, which rmtree would take with it.
     """
     inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
-    runs = [f for f in ("ckpt.pt", "best.pt", "log.jsonl") if os.path.exists(os.path.join(path, f))]
+    held = "a training run (the one being exported)" if inside else held_work(path, ("a training run",))
     why = None  # why --overwrite would be refused
-    if inside or runs:
-        why = (f"{path} holds a training run ({'the one being exported' if inside else runs[0]}): "
-               "--overwrite replaces only a folder export.py wrote; choose another --folder")
+    if held:
+        why = f"{path} holds {held}: --overwrite replaces only a folder export.py wrote; choose another --folder"
     elif not os.path.isdir(path) or (os.listdir(path) and not is_export(path)):
         why = f"{path} is not a folder export.py wrote: --overwrite replaces only those; choose another --folder"
     if not overwrite:  # --overwrite is offered only where it would be taken

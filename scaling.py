@@ -32,12 +32,10 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import HELP, ConfigError, configure, json_mark, not_ours, png_mark, replacing, run, spaced_values
+from configurator import (HELP, ConfigError, configure, held_work, json_mark, not_ours, png_mark, replacing, run,
+                          spaced_values)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
-FOREIGN = (("ckpt.pt", "a training run (ckpt.pt)"), ("best.pt", "a training run (best.pt)"),
-           ("log.jsonl", "a training run (log.jsonl)"), ("config.json", "a Hugging Face model (config.json)"),
-           ("train.bin", "a dataset (train.bin)"))  # what a sweep's out_dir must not hold: another tool's work
 
 # -----------------------------------------------------------------------------
 # Approach 3: a loss surface fitted to ~400 training runs (the paper's equation 10)
@@ -446,7 +444,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     jobs = jobs or cores
     threads = max(1, cores // jobs)
     base = [os.path.join(here, "config", "tiny.py")] if os.path.exists(os.path.join(here, "config", "tiny.py")) else []
-    held = next((what for name, what in FOREIGN if os.path.exists(os.path.join(out_dir, name))), None)
+    held = held_work(out_dir)
     if held:  # a later train.py there would move its own run aside and leave the sweep's folders mixed in
         raise ConfigError(f"cannot use out_dir={out_dir!r}: it holds {held}, and the sweep's trainings would mix "
                           "with it; choose another --out_dir")

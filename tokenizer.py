@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, library_help, replacing, uninterrupted
+from configurator import ConfigError, held_work, library_help, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -110,19 +110,17 @@ def check_dataset_folder(out_dir):
     the only record of the model's tokenizer, nor over a meta.json or bins of some other kind. Raises ConfigError."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it is a file, not a folder; choose another --out_dir")
-    there = lambda name: os.path.exists(os.path.join(out_dir, name))  # noqa: E731
-    held = next((f"a training run ({n})" for n in ("ckpt.pt", "best.pt", "log.jsonl") if there(n)), None) or (
-        "a Hugging Face model (config.json)" if there("config.json") else None)
+    held = held_work(out_dir, ("a training run", "a Hugging Face model"))
     if held:
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {held}, whose meta.json would be "
                           "replaced; choose another --out_dir")
-    if there("meta.json"):
+    if os.path.exists(os.path.join(out_dir, "meta.json")):
         try:
             read_meta(out_dir)
         except ConfigError:
             raise ConfigError(f"cannot prepare a dataset in {out_dir}: its meta.json is not a dataset's, and would "
                               "be replaced; remove it or choose another --out_dir") from None
-    elif there("train.bin") or there("val.bin"):  # a prepare writes meta.json with its bins, last
+    elif held_work(out_dir, ("a dataset",)):  # a prepare writes meta.json with its bins, last
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds train.bin or val.bin with no meta.json, "
                           "not a dataset a prepare script wrote; remove them or choose another --out_dir")
 

@@ -77,8 +77,8 @@ from tqdm import tqdm
 
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, in_use, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
-from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, keep_freed_memory,
-                          resolve_device, run, silence_stdout, unwritable)
+from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, held_work,
+                          keep_freed_memory, resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
 from tokenizer import find_meta, read_meta, write_meta
@@ -519,7 +519,7 @@ def check_out_dir(out_dir):
             why = f"its {odd[0]} is not a file, and a run writes its own {odd[0]} there"
         elif os.path.lexists(there("previous")) and not os.path.isdir(there("previous")):
             why = "its previous is not a folder, and an earlier run there moves into previous/"
-        elif any(os.path.exists(there(n)) for n in ("train.bin", "val.bin")):  # its meta.json would be the run's
+        elif held_work(out_dir, ("a dataset",)):  # its meta.json would be the run's
             why = "it holds a dataset (train.bin, val.bin): a run's files go in a folder of their own"
     if why:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
