@@ -34,7 +34,8 @@ import torch
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
-                          json_mark, not_ours, resolve_device, run, set_malloc_thresholds, spaced_values, unwritable)
+                          json_mark, not_ours, replacing, resolve_device, run, set_malloc_thresholds, spaced_values,
+                          unwritable)
 from model import GPT, GPTConfig
 from sizing import dataset_vocab, flops_per_token
 
@@ -936,7 +937,7 @@ def main(argv=None):
         report = {"written_by": MARK, "mode": mode, "machine": machine, "settings": cfg, **result}  # the mark first
         try:
             os.makedirs(json_dir, exist_ok=True)
-            with open(cfg["json"], "w") as f:
+            with replacing(cfg["json"]) as tmp, open(tmp, "w") as f:  # a failed write keeps the earlier report
                 json.dump(report, f, indent=1)
         except OSError as e:
             raise ConfigError(f"cannot write {cfg['json']}: {e.strerror}") from None

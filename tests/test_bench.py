@@ -71,6 +71,22 @@ def test_peak_measures_positive_gflops(tmp_path):
     assert again["written_by"] == "glassgpt bench.py" and again["peak_gflops"] > 0
 
 
+def test_a_failed_json_write_keeps_the_earlier_report(tmp_path, monkeypatch):
+    """--json is written beside and renamed over: a disk full mid-write leaves the last run's report whole."""
+    first, _ = run_bench(tmp_path, "--mode=peak")
+    before = (tmp_path / "bench.json").read_text()
+
+    def full_disk(obj, f, **kw):
+        f.write('{"written_by": "glassgpt bench.py", "peak')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    p = run_script("bench.py", "--mode=peak", "--quick", "--num_threads=1", "--json", tmp_path / "bench.json")
+    assert p.returncode != 0 and p.stderr.strip().endswith("No space left on device"), p.stderr
+    assert (tmp_path / "bench.json").read_text() == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["bench.json"]  # no temporary left behind
+
+
 def test_train_step_rate_flops_and_mfu(tmp_path):
     # a train.py config file: its model keys apply, its training-only keys (max_iters) are ignored,
     # and the command line wins over it
