@@ -114,6 +114,37 @@ def test_sdpa_equals_manual_forward_and_gradients(position):
         torch.testing.assert_close(out["manual"][2][n], grad, atol=1e-5, rtol=1e-4, msg=n)
 
 
+@pytest.mark.parametrize("position,attention", [("learned", "sdpa"), ("learned", "manual"), ("rope", "sdpa")])
+def test_cpu_bf16_training_attends_in_float32_up_to_512_positions(monkeypatch, position, attention):
+    """Under bf16 autocast on a CPU, training attends in float32 over up to model.CPU_FP32_ATTENTION
+    positions (torch's bf16 kernel trains slower there) and in bf16 beyond; without gradients, in bf16."""
+    seen = []
+    attend = model_py.CausalSelfAttention.attend
+
+    def spy(self, q, k, v):
+        y = attend(self, q, k, v)
+        seen.append((k.size(2), v.dtype, y.dtype))  # v: rope has made q and k float32 already
+        return y
+
+    monkeypatch.setattr(model_py.CausalSelfAttention, "attend", spy)
+    torch.manual_seed(0)
+    limit = model_py.CPU_FP32_ATTENTION
+    model = GPT(tiny(n_layer=1, block_size=limit + 1, position=position, attention=attention))
+    for T, grad, dtype in ((limit, True, torch.float32), (limit + 1, True, torch.bfloat16),
+                           (64, False, torch.bfloat16)):
+        seen.clear()
+        idx = torch.randint(0, 50, (1, T))
+        with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16):
+            _, loss = model(idx, idx)
+        assert seen == [(T, dtype, dtype)], (T, grad)
+        assert torch.isfinite(loss)
+        if grad:
+            model.zero_grad(set_to_none=True)
+            loss.backward()
+            g = model.transformer.h[0].attn.c_attn.weight.grad
+            assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0
+
+
 @pytest.mark.parametrize("position,attention", list(itertools.product(POSITIONS, ATTENTIONS)))
 def test_cached_chunks_equal_one_full_forward(position, attention):
     """Prefill 5, a chunk of 4 after a past (the offset-mask path), then single tokens: same logits as all at once."""
