@@ -523,14 +523,14 @@ def writing(path):
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-CPU_BF16_WIDTH = 128  # bf16 autocast pays on a CPU only for models wider than this (docs/cpu.md)
+CPU_BF16_WIDTH = 64  # bf16 autocast pays on a CPU for models at least this wide (docs/cpu.md)
 
 
 def resolve_device(device="auto", dtype="auto", n_embd=None):
     """
     (device, device type, dtype name) for this machine: device "auto" is cuda, then mps, then cpu;
     dtype "auto" is bfloat16 on GPUs that have it, float16 on other GPUs, bfloat16 on CPUs with native
-    bf16 (cpu_has_native_bf16) for a model wider than CPU_BF16_WIDTH, float32 elsewhere (and where
+    bf16 (cpu_has_native_bf16) for a model at least CPU_BF16_WIDTH wide, float32 elsewhere (and where
     n_embd, the model's width, is not given).
     """
     import torch  # here, so that sizing.py's arithmetic needs no torch
@@ -548,8 +548,8 @@ def resolve_device(device="auto", dtype="auto", n_embd=None):
         if kind == "cuda":
             dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         else:
-            # at width 128 the casts cost what the bf16 matmuls save, or more (nanoGPT's shape: 1.25x slower)
-            wide = n_embd is not None and n_embd > CPU_BF16_WIDTH
+            # narrower, the casts would cost what the bf16 matmuls save (1.07x at width 64, 1.3-1.7x from 96 up)
+            wide = n_embd is not None and n_embd >= CPU_BF16_WIDTH
             dtype = "bfloat16" if kind == "cpu" and wide and cpu_has_native_bf16() else "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -532,8 +532,9 @@ def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, 
         monkeypatch.setattr(builtins, "open", lambda p, *a, **k: real_open(cpuinfo if p == "/proc/cpuinfo" else p,
                                                                            *a, **k))
     assert configurator.cpu_has_native_bf16() is native
-    assert configurator.resolve_device("cpu", "auto", 192) == ("cpu", "cpu", "bfloat16" if native else "float32")
-    for narrow in (None, 128):  # the width unknown, or 128: the casts cost what bf16 saves (docs/cpu.md)
+    for wide in (64, 128, 192):  # bf16 at least as fast from width 64 up (docs/cpu.md)
+        assert configurator.resolve_device("cpu", "auto", wide) == ("cpu", "cpu", "bfloat16" if native else "float32")
+    for narrow in (None, 32):  # the width unknown, or narrower than measured
         assert configurator.resolve_device("cpu", "auto", narrow) == ("cpu", "cpu", "float32")
     assert configurator.resolve_device("cpu", "float32")[2] == "float32"  # an explicit choice is kept
     capsys.readouterr()
