@@ -281,8 +281,11 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     t = r["targets"]
     assert t["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / ngr["tokens_per_s"])
     step = bench.GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=8, bias=False)
+    # against the peak of the dtype that run trained in, dtype=auto's for nanoGPT's width on this CPU
+    assert t["same_step_dtype"] == bench.resolve_device("cpu", "auto", 128)[2]
     assert t["same_step_mfu"] == pytest.approx(same["tokens_per_s"] * bench.flops_per_token(step, 64) / 1e9
-                                               / t["peak_gflops"])
+                                               / t["same_step_peak_gflops"])
+    assert f"of the {t['same_step_dtype']} peak vs nanoGPT's" in out
     assert "the same step (nanoGPT's model and batch)" in out and "glassgpt, the same command" in out
     # all of glassgpt's run is inside 3 minutes: its val loss after 180 s of training is its last eval's
     assert t["glassgpt_val_at_3_minutes"] == gg["final_val"] and "after 180 s of training" in out
@@ -390,7 +393,8 @@ def test_race_says_when_glassgpts_run_was_shorter_than_the_3_minutes_it_reports(
     runs = {"nanoGPT": [run(100.0, 2001)], "glassgpt": [run(train_s, iters)]}
     cfg = {"repeats": 1, "quick": False, "glassgpt_config": "gg.py"}
     _, lines = bench.race_report(runs, [1.88], {"nanoGPT": 768, "glassgpt": 2048}, cfg,
-                                 {"max_seconds": max_seconds, "max_iters": max_iters}, 100.0, 1e6)
+                                 {"max_seconds": max_seconds, "max_iters": max_iters}, {"float32": 100.0},
+                                 "float32", 1e6)
     line = next(ln for ln in lines if ln.startswith("glassgpt's val loss after 180 s of training"))
     assert (f", its whole run being {train_s:.1f} s: 1.5000" in line) == short, line
 
