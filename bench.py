@@ -101,6 +101,7 @@ DEFAULTS = {
         t_min=128,  # the shortest sequence timed; every power of 2 from t_min to t_max
         t_max=4096,  # the longest
         backward=False,  # time forward and backward, not the forward alone
+        dtype="float32",  # float32 | bfloat16: q, k and v's (torch's CPU kernel trains slower in bf16: docs/cpu.md)
     ),
     # nanoGPT's README CPU recipe (run from its checkout) against glassgpt's main job, each evaluated every
     # eval_interval iterations (nanoGPT's README evaluates every 250: too coarse to time a threshold)
@@ -499,15 +500,16 @@ def attention_lengths(cfg):
 
 def bench_attention(cfg):
     device = cfg["device"]
-    B, nh, hs = cfg["batch_size"], cfg["n_head"], cfg["head_size"]
+    B, nh, hs, dtype = cfg["batch_size"], cfg["n_head"], cfg["head_size"], DTYPES[cfg["dtype"]]
     Ts = attention_lengths(cfg)
     paths = {"manual": attention_manual, "sdpa": attention_sdpa}
     mem = PeakMemory(device)
     rows = []
     for T in Ts:
-        q, k, v = (torch.randn(B, nh, T, hs, device=device, requires_grad=cfg["backward"]) for _ in range(3))
+        q, k, v = (torch.randn(B, nh, T, hs, device=device, dtype=dtype, requires_grad=cfg["backward"])
+                   for _ in range(3))
         mask = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # model.py's buffer, made once
-        grad = torch.randn(B, nh, T, hs, device=device)
+        grad = torch.randn(B, nh, T, hs, device=device, dtype=dtype)
         row = {"T": T}
         for name, op in paths.items():
             def run_op():
@@ -520,8 +522,8 @@ def bench_attention(cfg):
             with torch.set_grad_enabled(cfg["backward"]):
                 row[name + "_ms"] = 1e3 * median_time(run_op, cfg["repeats"], cfg["warmup"], device)
                 row[name + "_bytes"] = mem.measure(run_op)
-        if row["manual_bytes"] is not None:  # the T x T fp32 tensor the manual path makes (several times)
-            row["scores_bytes"] = B * nh * T * T * 4
+        if row["manual_bytes"] is not None:  # the T x T tensor the manual path makes (several times)
+            row["scores_bytes"] = B * nh * T * T * dtype.itemsize
         rows.append(row)
         del q, k, v, mask, grad
     large = Ts[len(Ts) // 2:] if len(Ts) >= 4 else Ts  # the upper half: where the asymptote shows
@@ -534,13 +536,15 @@ def bench_attention(cfg):
             key = "time" if what == "ms" else "memory"
             slopes[f"{name}_{key}"] = slope(Ts, ys)
             slopes[f"{name}_{key}_large_T"] = slope(large, ys[-len(large):])
-    r = {"batch_size": B, "n_head": nh, "head_size": hs, "backward": cfg["backward"], "T": Ts, "rows": rows,
+    r = {"batch_size": B, "n_head": nh, "head_size": hs, "dtype": cfg["dtype"], "backward": cfg["backward"], "T": Ts,
+         "rows": rows,
          "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method,
          "memory_slopes_meaningful": not cfg["quick"]}  # --quick's sizes are too small to show the growth
     what = "forward+backward" if cfg["backward"] else "forward"
     mib = lambda b: "n/a" if b is None else f"{b / 2**20:.2f}"
-    lines = [f"causal attention alone, {what}: q, k, v of shape ({B}, {nh}, T, {hs}), fp32",
-             f"{'T':>6}{'manual ms':>11}{'sdpa ms':>10}{'manual MiB':>12}{'sdpa MiB':>10}{'T*T*4 MiB':>11}"]
+    size = f"T*T*{dtype.itemsize} MiB"
+    lines = [f"causal attention alone, {what}: q, k, v of shape ({B}, {nh}, T, {hs}), {cfg['dtype']}",
+             f"{'T':>6}{'manual ms':>11}{'sdpa ms':>10}{'manual MiB':>12}{'sdpa MiB':>10}{size:>11}"]
     for row in rows:
         lines.append(f"{row['T']:>6}{row['manual_ms']:11.3f}{row['sdpa_ms']:10.3f}{mib(row['manual_bytes']):>12}"
                      f"{mib(row['sdpa_bytes']):>10}{mib(row.get('scores_bytes')):>11}")
@@ -552,8 +556,8 @@ def bench_attention(cfg):
         lines.append(f"--quick: T {Ts[0]}-{Ts[-1]}, {nh} heads of {hs}: these memory slopes are a smoke test, "
                      f"fitted to a few small sizes (the smallest can read 0 bytes, left out), not attention's growth "
                      f"with T; run without --quick")
-    lines.append(f"memory: {mem.method or 'not measurable on this platform'}; T*T*4 = one fp32 score matrix per "
-                 f"head and batch row, times {B * nh}")
+    lines.append(f"memory: {mem.method or 'not measurable on this platform'}; T*T*{dtype.itemsize} = one score matrix "
+                 f"per head and batch row, times {B * nh}")
     return r, lines
 
 

@@ -155,6 +155,16 @@ def test_attention_sweep_slopes(tmp_path):
     assert last["sdpa_bytes"] < last["scores_bytes"] / 2  # the fused kernel never holds them all
 
 
+def test_attention_times_bf16_inputs_too(tmp_path):
+    """--dtype=bfloat16: q, k and v in bf16 (how docs/cpu.md compares torch's CPU kernel in the two dtypes),
+    the score matrix's size in bf16's 2 bytes."""
+    r, out = run_bench(tmp_path, "--mode=attention", "--backward", "--dtype=bfloat16", "--t_max=128")
+    assert r["dtype"] == "bfloat16" and r["T"] == [64, 128]
+    assert all(row["manual_ms"] > 0 and row["sdpa_ms"] > 0 for row in r["rows"])
+    assert "q, k, v of shape (1, 2, T, 32), bfloat16" in out and "T*T*2 MiB" in out
+    assert all(row.get("scores_bytes") in (None, 1 * 2 * row["T"] ** 2 * 2) for row in r["rows"])  # B nh T T, 2 bytes
+
+
 @pytest.mark.parametrize("args, message", [
     (["--mode=nope"], "mode must be one of peak, train, sample, attention"),
     (["--mode=peak", "--batch_size=3"], "unknown config key 'batch_size'"),
