@@ -94,6 +94,7 @@ DEFAULTS = {
         new_tokens=255,  # greedy tokens generated per timed call
         prompt_len=1,  # random prompt tokens
         init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
+        dtype="auto",  # auto | float32 | bfloat16 (autocast to it); auto: sample.py's choice for n_embd
     ),
     "attention": dict(
         batch_size=1, n_head=6,
@@ -396,7 +397,8 @@ def bench_sample(cfg):
     outputs = {}
 
     def generate(use_cache):
-        outputs[use_cache] = model.generate(prompt, n_new, temperature=0.0, use_cache=use_cache)
+        with autocast(torch.device(device).type, cfg["dtype"]):
+            outputs[use_cache] = model.generate(prompt, n_new, temperature=0.0, use_cache=use_cache)
 
     dt = {c: median_time(lambda: generate(c), cfg["repeats"], cfg["warmup"], device) for c in (True, False)}
     same = torch.equal(outputs[True], outputs[False])
@@ -404,14 +406,14 @@ def bench_sample(cfg):
     new = outputs[True][0, n_prompt:]
     r = {"model": {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size",
                                                    "position", "attention")},
-         "prompt_len": n_prompt, "new_tokens": n_new, "init_std": cfg["init_std"],
+         "prompt_len": n_prompt, "new_tokens": n_new, "init_std": cfg["init_std"], "dtype": cfg["dtype"],
          "cache_tokens_per_s": n_new / dt[True], "recompute_tokens_per_s": n_new / dt[False],
          "speedup": dt[False] / dt[True], "identical": same,
          "first_mismatch": None if same else int(diff[0]) - n_prompt,
          "distinct_tokens": int(new.unique().numel()), "longest_repeat_run": longest_run(new.tolist())}
     lines = [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
              f"{config.vocab_size} (weights re-drawn with std {cfg['init_std']}), {n_new} greedy tokens from a "
-             f"{n_prompt}-token prompt",
+             f"{n_prompt}-token prompt, {cfg['dtype']}",
              f"{'cache tok/s':>12}{'recompute tok/s':>17}{'speedup':>9}{'identical':>11}{'distinct':>10}",
              f"{r['cache_tokens_per_s']:12,.0f}{r['recompute_tokens_per_s']:17,.0f}{r['speedup']:8.1f}x"
              f"{str(same):>11}{r['distinct_tokens']:>10}"]
@@ -921,7 +923,8 @@ def main(argv=None):
     cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
     if cfg["repeats"] < 1 or cfg["warmup"] < 1:
         raise ConfigError("repeats and warmup must be >= 1 (0 picks the mode's default)")
-    cfg["device"], device_type, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"), cfg.get("n_embd"))
+    cfg["device"], device_type, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"), cfg.get("n_embd"),
+                                                       sampling=mode == "sample")
     if device_type == "mps" or dtype not in DTYPES:
         raise ConfigError(f"bench.py measures cpu and cuda in float32 or bfloat16, not {device_type} {dtype}")
     if "dtype" in cfg:

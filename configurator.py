@@ -523,15 +523,16 @@ def writing(path):
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-CPU_BF16_WIDTH = 64  # bf16 autocast pays on a CPU for models at least this wide (docs/cpu.md)
+CPU_BF16_WIDTH = 64  # bf16 autocast pays on a CPU for training models at least this wide (docs/cpu.md)
+CPU_BF16_SAMPLING_WIDTH = 512  # ... and for sampling (one token a step) only from this wide
 
 
-def resolve_device(device="auto", dtype="auto", n_embd=None):
+def resolve_device(device="auto", dtype="auto", n_embd=None, sampling=False):
     """
     (device, device type, dtype name) for this machine: device "auto" is cuda, then mps, then cpu;
     dtype "auto" is bfloat16 on GPUs that have it, float16 on other GPUs, bfloat16 on CPUs with native
-    bf16 (cpu_has_native_bf16) for a model at least CPU_BF16_WIDTH wide, float32 elsewhere (and where
-    n_embd, the model's width, is not given).
+    bf16 (cpu_has_native_bf16) for a model at least CPU_BF16_WIDTH wide (CPU_BF16_SAMPLING_WIDTH to
+    sample from), float32 elsewhere (and where n_embd, the model's width, is not given).
     """
     import torch  # here, so that sizing.py's arithmetic needs no torch
     mps = torch.backends.mps.is_available()
@@ -548,8 +549,9 @@ def resolve_device(device="auto", dtype="auto", n_embd=None):
         if kind == "cuda":
             dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         else:
-            # narrower, the casts would cost what the bf16 matmuls save (1.07x at width 64, 1.3-1.7x from 96 up)
-            wide = n_embd is not None and n_embd >= CPU_BF16_WIDTH
+            # narrower, the casts cost what the bf16 matmuls save: training 1.07x at width 64, 1.3-1.7x from 96
+            # up; sampling, a token's small matmuls at a time, 0.43x at 128, 1.02x at 512, 1.29x at 768
+            wide = n_embd is not None and n_embd >= (CPU_BF16_SAMPLING_WIDTH if sampling else CPU_BF16_WIDTH)
             dtype = "bfloat16" if kind == "cpu" and wide and cpu_has_native_bf16() else "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -249,7 +249,7 @@ def main(argv=None):
 
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg)
-    _, device_type, dtype = resolve_device(dev, cfg["dtype"], model.config.n_embd)  # "auto" follows the width
+    _, device_type, dtype = resolve_device(dev, cfg["dtype"], model.config.n_embd, sampling=True)  # by its width
     model.eval().to(dev)
     ids = encode_prompt(text, meta)
     log(loaded)  # only now: a bad input leaves just its one error line on stderr
@@ -286,7 +286,8 @@ def main(argv=None):
             print(flush=True)
         raise
     dt = time.time() - t0
-    log(f"{n_tokens:,} tokens in {dt:.1f}s ({n_tokens / max(dt, 1e-9):,.0f} tokens/s, use_cache={cfg['use_cache']})")
+    log(f"{n_tokens:,} tokens in {dt:.1f}s ({n_tokens / max(dt, 1e-9):,.0f} tokens/s, {device_type} {dtype}, "
+        f"use_cache={cfg['use_cache']})")
 
 
 if __name__ == "__main__":

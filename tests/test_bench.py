@@ -135,6 +135,16 @@ def test_sample_cache_matches_recompute(tmp_path):
     assert r["cache_tokens_per_s"] > 0 and r["recompute_tokens_per_s"] > 0
     assert r["speedup"] == pytest.approx(r["cache_tokens_per_s"] / r["recompute_tokens_per_s"])
     assert "identical" in out
+    assert r["dtype"] == "float32" and "prompt, float32" in out  # auto, as sample.py: 64 wide samples in float32
+
+
+def test_sample_times_bf16_autocast_when_asked(tmp_path, monkeypatch):
+    import configurator
+    monkeypatch.setattr(configurator, "cpu_has_native_bf16", lambda: True)  # no warning about emulated bf16
+    r, out = run_bench(tmp_path, "--mode=sample", "--dtype=bfloat16")
+    assert r["dtype"] == "bfloat16" and "prompt, bfloat16" in out and r["cache_tokens_per_s"] > 0
+    r, _ = run_bench(tmp_path, "--mode=sample", "--n_embd=512", "--n_head=8")  # auto: bf16 from 512 wide
+    assert r["dtype"] == "bfloat16"
 
 
 def test_attention_sweep_slopes(tmp_path):

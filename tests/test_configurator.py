@@ -536,6 +536,8 @@ def test_dtype_auto_is_bf16_only_on_a_cpu_with_native_bf16(native, torch_probe, 
         assert configurator.resolve_device("cpu", "auto", wide) == ("cpu", "cpu", "bfloat16" if native else "float32")
     for narrow in (None, 32):  # the width unknown, or narrower than measured
         assert configurator.resolve_device("cpu", "auto", narrow) == ("cpu", "cpu", "float32")
+    for width, fast in ((128, False), (384, False), (512, native), (768, native)):  # sampling: bf16 from 512 wide
+        assert configurator.resolve_device("cpu", "auto", width, sampling=True)[2] == ("bfloat16" if fast else "float32")
     assert configurator.resolve_device("cpu", "float32")[2] == "float32"  # an explicit choice is kept
     capsys.readouterr()
     assert configurator.resolve_device("cpu", "bfloat16")[2] == "bfloat16"  # kept too, but said where it crawls
