@@ -143,7 +143,8 @@ class KVCache:
 
 
 # Under autocast on a CPU, attention over up to this many positions trains in float32: torch's CPU
-# flash-attention backward ran 1.3-3.4x slower in bf16 than in float32 at 64-512 positions (1.2x faster at 1024).
+# flash-attention kernel trained slower in bf16 than in float32 at every length from 64 to 512, up to
+# 3.4x; from 1024 our measurements disagree (docs/cpu.md).
 CPU_FP32_ATTENTION = 512
 
 
