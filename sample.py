@@ -38,7 +38,7 @@ top_k = 200  # sample only among the k most likely tokens; None = all
 top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p (0: the top one); None = off
 seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
-dtype = "auto"  # "auto" (bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32) | "float32" | "bfloat16" | "float16"
+dtype = "auto"  # "auto" (bfloat16 on GPUs that have it, float16 on older ones; on a CPU with native bf16, bfloat16 from 512 wide; else float32) | "float32" | "bfloat16" | "float16"
 use_cache = True  # KV cache: each new token costs one position, not the whole context (up to block_size)
 compile = False  # torch.compile the forward: compiling takes a while (a minute on a CPU), so only for long runs
 # -----------------------------------------------------------------------------

@@ -137,7 +137,7 @@ min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, pe
 # system
 backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
 device = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
-dtype = "auto"  # "auto": bfloat16 where the GPU or CPU has it natively, float16 on older GPUs, else float32
+dtype = "auto"  # "auto": bfloat16 on GPUs that have it, float16 on older ones; on a CPU with native bf16, bfloat16 from 64 wide; else float32
 compile = "auto"  # torch.compile the model: "auto" (on for CUDA), "true", "false"
 num_threads = 0  # CPU threads per process; 0: torch's default, or the cores shared out among DDP processes
 nproc = 1  # DDP processes to start on this machine (as torchrun --standalone --nproc_per_node); 1: this one alone
