@@ -538,9 +538,8 @@ def bench_attention(cfg):
             key = "time" if what == "ms" else "memory"
             slopes[f"{name}_{key}"] = slope(Ts, ys)
             slopes[f"{name}_{key}_large_T"] = slope(large, ys[-len(large):])
-    r = {"batch_size": B, "n_head": nh, "head_size": hs, "dtype": cfg["dtype"], "backward": cfg["backward"], "T": Ts,
-         "rows": rows,
-         "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method,
+    r = {"batch_size": B, "n_head": nh, "head_size": hs, "dtype": cfg["dtype"], "backward": cfg["backward"],
+         "T": Ts, "rows": rows, "slopes": slopes, "large_T_from": large[0], "memory_method": mem.method,
          "memory_slopes_meaningful": not cfg["quick"]}  # --quick's sizes are too small to show the growth
     what = "forward+backward" if cfg["backward"] else "forward"
     mib = lambda b: "n/a" if b is None else f"{b / 2**20:.2f}"
@@ -743,8 +742,9 @@ def bench_race(cfg, plan):
     n, k = cfg["nanogpt_iters"], cfg["nanogpt_eval_interval"]
     runs = {"nanoGPT": [], **({SAME: []} if cfg["same_recipe"] else {}), "glassgpt": [],
             **({SAME_TIME: []} if cfg["same_time"] else {})}
+    step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=dataset_vocab("", gg["data_dir"])[0] or 65, bias=False)
     # nanoGPT trains in float32 on a CPU; glassgpt's same command in what dtype=auto picks for its width
-    same_dtype = resolve_device("cpu", "auto", 128)[2]
+    same_dtype = resolve_device("cpu", "auto", step.n_embd)[2]
     peaks = {"float32": [], same_dtype: []}
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
         for r in range(cfg["repeats"]):
@@ -771,7 +771,6 @@ def bench_race(cfg, plan):
                        f"--eval_interval={cfg['eval_interval']}", "--log_interval=1", f"--out_dir={gg_out}"]
                 runs[name].append(run_racer(label, cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
     tokens_per_iter = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": tokens, SAME_TIME: tokens}
-    step = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=dataset_vocab("", gg["data_dir"])[0] or 65, bias=False)
     peak = {dtype: statistics.median(gflops) for dtype, gflops in peaks.items()}
     return race_report(runs, thresholds, tokens_per_iter, cfg, gg, peak, same_dtype, flops_per_token(step, 64))
 
