@@ -143,8 +143,8 @@ class KVCache:
 
 
 # Under autocast on a CPU, attention over up to this many positions trains in float32: torch's CPU
-# flash-attention kernel trained slower in bf16 than in float32 at every length from 64 to 512, up to
-# 3.4x; from 1024 our measurements disagree (docs/cpu.md).
+# flash-attention kernel trained slower in bf16 than in float32 at every length from 64 to 512 (up to 2.1x in
+# bench.py --mode=attention, 3.4x in a scratch timing); from 1024 our measurements disagree (docs/cpu.md).
 CPU_FP32_ATTENTION = 512
 
 
