@@ -73,7 +73,7 @@ def test_peak_measures_positive_gflops(tmp_path):
 
 def test_a_failed_json_write_keeps_the_earlier_report(tmp_path, monkeypatch):
     """--json is written beside and renamed over: a disk full mid-write leaves the last run's report whole."""
-    first, _ = run_bench(tmp_path, "--mode=peak")
+    run_bench(tmp_path, "--mode=peak")
     before = (tmp_path / "bench.json").read_text()
 
     def full_disk(obj, f, **kw):

@@ -37,12 +37,16 @@ def write_checkpoint(path, seed=0, block_size=32, dataset="shakespeare_char", n_
     return model
 
 
+def write_run(folder, **model):
+    """A training run's out_dir: ckpt.pt and the char-level meta.json beside it."""
+    write_checkpoint(folder / "ckpt.pt", **model)
+    tokenizer.write_meta(folder, dict(tokenizer.char_meta(VOCAB), dtype="uint16"))
+    return folder
+
+
 @pytest.fixture
 def out_dir(tmp_path):
-    """A training run's out_dir: ckpt.pt and the char-level meta.json beside it."""
-    write_checkpoint(tmp_path / "ckpt.pt")
-    tokenizer.write_meta(tmp_path, dict(tokenizer.char_meta(VOCAB), dtype="uint16"))
-    return tmp_path
+    return write_run(tmp_path)
 
 
 def run_sample(capsys, *args):
@@ -75,8 +79,7 @@ def test_dtype_auto_samples_in_bfloat16_only_from_512_wide(tmp_path, capsys, mon
     for width, dtype in ((128, "float32"), (512, "bfloat16")):
         run_dir = tmp_path / str(width)
         run_dir.mkdir()
-        write_checkpoint(run_dir / "ckpt.pt", n_layer=1, n_embd=width)
-        tokenizer.write_meta(run_dir, dict(tokenizer.char_meta(VOCAB), dtype="uint16"))
+        write_run(run_dir, n_layer=1, n_embd=width)
         out, err = run_sample(capsys, f"--out_dir={run_dir}", "--num_samples=1", "--max_new_tokens=3", "--start=A")
         assert len(samples_of(out)[0]) == 4
         assert f"tokens/s, cpu {dtype}, use_cache=True)" in err, err
