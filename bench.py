@@ -15,6 +15,7 @@ Keys are checked as train.py's are (config files may set keys this script does n
 ignored); bare --flag means --flag=true and --json PATH means --json=PATH.
 """
 
+import collections
 import contextlib
 import json
 import math
@@ -31,6 +32,7 @@ if __name__ == "__main__":  # as the other scripts, so that what is timed here i
     quit_quietly_on_early_ctrl_c()  # and a Ctrl-C while torch loads is one line
     let_idle_threads_sleep()
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from configurator import (HELP, ConfigError, autocast, config_keys, configure, help_text, keep_freed_memory,
@@ -339,6 +341,9 @@ def bench_train(cfg):
              f"{'step ms':>9}{'fwd':>8}{'bwd':>8}{'opt':>8}{'tokens/s':>11}{'GFLOP/step':>12}{'GFLOP/s':>9}{'MFU':>8}",
              f"{r['step_ms']:9.2f}{phase_ms['forward']:8.2f}{phase_ms['backward']:8.2f}{phase_ms['optimizer']:8.2f}"
              f"{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{100 * r['mfu']:7.1f}%"]
+    mm = time_matmuls(model, B * T, cfg)
+    r["matmuls"] = dict(mm, ms=accum * mm["ms"], flops=accum * mm["flops"])
+    lines.append(matmul_line(r["matmuls"], peak["peak_gflops"], r["step_ms"]))
     if cfg["data_dir"]:
         r["data"] = bench_data(cfg, B * accum, T, dt)
         lines.append(f"data: {r['data']['ms_per_batch']:.3f} ms per batch of {B * accum} windows from "
@@ -347,6 +352,32 @@ def bench_train(cfg):
         r["profile"], table = profile_steps(step, device)
         lines += ["", table]
     return r, lines
+
+
+def time_matmuls(model, n_tokens, cfg):
+    """The model's Linear matmuls timed alone, at a micro-batch's shapes and in cfg's dtype: the forward's
+    and the backward's two (the input's and the weight's gradients), each distinct shape timed once and
+    counted as often as it occurs. Their pace over the peak bounds the MFU: it is the step's MFU were
+    everything else (attention, norms, activations, casts, the optimizer) free."""
+    device, dtype = cfg["device"], DTYPES[cfg["dtype"]]
+    shapes = collections.Counter((m.in_features, m.out_features) for m in model.modules() if isinstance(m, nn.Linear))
+    seconds = flops = 0
+    for (n_in, n_out), count in shapes.items():
+        x, w, g = (torch.randn(a, b, device=device).to(dtype) for a, b in
+                   ((n_tokens, n_in), (n_out, n_in), (n_tokens, n_out)))
+        matmuls = lambda: (x @ w.t(), g @ w, g.t() @ x)
+        seconds += count * median_time(matmuls, cfg["repeats"], cfg["warmup"], device)
+        flops += count * 3 * 2 * n_tokens * n_in * n_out
+    return {"layers": sum(shapes.values()), "ms": 1e3 * seconds, "flops": flops}
+
+
+def matmul_line(mm, peak_gflops, step_ms=None):
+    """The line a report gives time_matmuls' figures in, with their share of the peak."""
+    mm["share_of_peak"] = mm["flops"] / (mm["ms"] / 1e3) / (peak_gflops * 1e9)
+    of_step = f" of the step's {step_ms:.2f}" if step_ms else ""
+    return (f"matmuls alone (the model's {mm['layers']} Linear layers, forward and backward at the step's shapes): "
+            f"{mm['ms']:.2f} ms{of_step}, {mm['flops'] / 1e9:.3f} GFLOP at {mm['share_of_peak']:.1%} of the peak "
+            f"(the step's MFU, were all else free)")
 
 
 def bench_data(cfg, n_windows, T, step_s):
@@ -746,10 +777,13 @@ def bench_race(cfg, plan):
     # nanoGPT trains in float32 on a CPU; glassgpt's same command in what dtype=auto picks for its width
     same_dtype = resolve_device("cpu", "auto", step.n_embd)[2]
     peaks = {"float32": [], same_dtype: []}
+    same_model, same_mm = GPT(step), []  # the same step's matmuls alone: how high its MFU could go
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
         for r in range(cfg["repeats"]):
             for dtype in peaks:
                 peaks[dtype].append(measure_peak_for_mfu(dict(cfg, dtype=dtype))["peak_gflops"])
+            mm_repeats = REPEATS["train"][1 if cfg["quick"] else 0]
+            same_mm.append(time_matmuls(same_model, 12 * 64, dict(cfg, dtype=same_dtype, repeats=mm_repeats, warmup=3)))
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
                   f"then glassgpt {' '.join(gg_args)} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")
@@ -772,16 +806,19 @@ def bench_race(cfg, plan):
                 runs[name].append(run_racer(label, cmd, _REPO, env, gg_out, glassgpt_step_times(tokens)))
     tokens_per_iter = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": tokens, SAME_TIME: tokens}
     peak = {dtype: statistics.median(gflops) for dtype, gflops in peaks.items()}
-    return race_report(runs, thresholds, tokens_per_iter, cfg, gg, peak, same_dtype, flops_per_token(step, 64))
+    mm = dict(same_mm[0], ms=statistics.median(m["ms"] for m in same_mm))
+    return race_report(runs, thresholds, tokens_per_iter, cfg, gg, peak, same_dtype, flops_per_token(step, 64), mm)
 
 
 THREE_MINUTES = 180.0  # the main job's target: its val loss after this many seconds of training steps
 
 
-def race_report(runs, thresholds, tokens_per_iter, cfg, gg_settings, peak, same_dtype, step_flops_per_token):
+def race_report(runs, thresholds, tokens_per_iter, cfg, gg_settings, peak, same_dtype, step_flops_per_token,
+                same_matmuls=None):
     """Medians over the repeats of each side's figures, the targets' ratios, and the table's lines.
     gg_settings: glassgpt's resolved config (train.resolve), as its runs were given it. peak: the matmul
-    peak GFLOP/s by dtype, float32's and same_dtype's, that of glassgpt's run of nanoGPT's command."""
+    peak GFLOP/s by dtype, float32's and same_dtype's, that of glassgpt's run of nanoGPT's command.
+    same_matmuls: time_matmuls of that step's model, in same_dtype (its MFU's ceiling)."""
     peak_gflops = peak["float32"]
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None
     sides = {}
@@ -856,6 +893,9 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, gg_settings, peak, same_
                      f"{show(targets['same_step_tokens_per_s_ratio'], '.2f')}x (target: >= 1.3); MFU "
                      f"{show(targets['same_step_mfu'], '.1%')} of the {same_dtype} peak vs nanoGPT's "
                      f"{show(targets['nanogpt_mfu'], '.1%')} of the float32 peak (target: >= 65%)")
+        if same_matmuls:
+            lines.append("  the same step's " + matmul_line(same_matmuls, peak[same_dtype]))
+            targets["same_step_matmuls_share_of_peak"] = same_matmuls["share_of_peak"]
     return {"sides": sides, "targets": targets, "thresholds": thresholds}, lines
 
 

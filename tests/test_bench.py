@@ -116,6 +116,12 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     assert 0 < sum(row["share"] for row in r["profile"]) <= 1 + 1e-9
     assert "top ops by self CPU time" in out and "MFU" in out
     assert r["data"]["ms_per_batch"] > 0 and 0 < r["data"]["share_of_step"] < 1
+    # the Linear matmuls alone: c_attn, c_proj, c_fc, mlp.c_proj and the head, forward and backward
+    mm = r["matmuls"]
+    assert mm["layers"] == 5
+    assert mm["flops"] == 6 * 3 * 16 * 32 * (3 * 32 + 32 + 4 * 32 + 4 * 32 + 70)
+    assert mm["share_of_peak"] == pytest.approx(mm["flops"] / (mm["ms"] / 1e3) / (r["peak"]["peak_gflops"] * 1e9))
+    assert f"matmuls alone (the model's 5 Linear layers, forward and backward at the step's shapes): {mm['ms']:.2f} ms" in out
 
 
 def test_train_says_which_optimizer_ran(tmp_path):
@@ -306,6 +312,8 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert t["same_step_mfu"] == pytest.approx(same["tokens_per_s"] * bench.flops_per_token(step, 64) / 1e9
                                                / t["same_step_peak_gflops"])
     assert f"of the {t['same_step_dtype']} peak vs nanoGPT's" in out
+    # ... and how high that MFU could go: the step's matmuls alone, 4 layers of 4 Linears and the head
+    assert 0 < t["same_step_matmuls_share_of_peak"] and "the same step's matmuls alone (the model's 17 Linear" in out
     assert "the same step (nanoGPT's model and batch)" in out and "glassgpt, the same command" in out
     # all of glassgpt's run is inside 3 minutes: its val loss after 180 s of training is its last eval's
     assert t["glassgpt_val_at_3_minutes"] == gg["final_val"] and "after 180 s of training" in out
