@@ -395,6 +395,7 @@ def bench_data(cfg, n_windows, T, step_s):
 
 def profile_steps(step, device, n_steps=10, top=15):
     """The ops the time goes to over n_steps steps: self time per step, largest first."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "99")  # torch 2.13's profiler logs its start and stop on stderr
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:

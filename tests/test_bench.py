@@ -124,6 +124,14 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     assert f"matmuls alone (the model's 5 Linear layers, forward and backward at the step's shapes): {mm['ms']:.2f} ms" in out
 
 
+def test_profile_prints_no_library_noise():
+    """--profile's stderr stays empty: torch 2.13's profiler wrote two 'USDT: ... profiler_start' lines there."""
+    p = subprocess.run([sys.executable, "bench.py", "--mode=train", "--profile", "--quick", "--num_threads=1"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "top ops by self CPU time" in p.stdout, p.stderr
+    assert p.stderr == ""
+
+
 def test_train_says_which_optimizer_ran(tmp_path):
     """config/tiny.py trains with Muon for the blocks' matrices and AdamW for the rest: the step bench.py
     times is that one, and its line and JSON say so (they said AdamW whatever ran)."""
