@@ -294,8 +294,8 @@ def plot_losses(records, path, title=""):
     """
     loss.png: the batch loss of each logged iteration and the eval losses, best.pt's eval marked, under
     title (the run's out_dir), and below them the gradient norm. The y-axis shows the curves from the
-    second eval on: the first iterations' loss (~4 nats for characters) would squeeze the part that
-    matters into a sliver. False if matplotlib is missing.
+    second eval on, or from a quarter of the run if that comes first: the first iterations' loss (~4
+    nats for characters) would squeeze the part that matters into a sliver. False if matplotlib is missing.
     """
     try:
         import matplotlib
@@ -319,7 +319,9 @@ def plot_losses(records, path, title=""):
                 label=f"best.pt: iter {best['iter']}, val {best['val_loss']:.4f}")
     points = [(r["iter"], r["loss"]) for r in steps] + [(r["iter"], r[k]) for r in evals for k in ("train_loss", "val_loss")]
     if len(evals) >= 2 and points:
-        low, high = min(v for _, v in points), max(v for i, v in points if i >= evals[1]["iter"])
+        # a run with few evals (a 10 s run evals at 0 and at its end) would show only its last point
+        cut = min(evals[1]["iter"], max(i for i, _ in points) // 4)
+        low, high = min(v for _, v in points), max(v for i, v in points if i >= cut)
         pad = 0.05 * (high - low) or 0.05
         ax.set_ylim(low - pad, high + pad)
         first = evals[0]

@@ -458,6 +458,21 @@ def test_plot_shows_where_the_curves_settle_names_the_run_and_marks_best(tmp_pat
     assert any("above the plot" in t.get_text() for t in ax.texts)
 
 
+def test_plot_of_a_run_with_evals_only_at_its_ends_shows_most_of_its_curve(tmp_path, monkeypatch):
+    """A 10 s run evals at iteration 0 and at its end: cropping from the second eval showed its last point
+    alone. The crop starts a quarter of the way in instead."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    recs = [{"iter": 0, "train_loss": 4.2, "val_loss": 4.19}]
+    recs += [{"iter": i, "loss": 4.2 - 2.3 * (i / 150) ** 0.5} for i in range(0, 151, 25)]
+    recs += [{"iter": 151, "train_loss": 1.92, "val_loss": 2.01}]
+    assert train.plot_losses(recs, tmp_path / "loss.png")
+    low, high = figures[0].axes[0].get_ylim()
+    assert high > 4.2 - 2.3 * (50 / 150) ** 0.5  # the batch loss at iteration 50 is in view
+    assert high < 4.0  # and the first iterations' are not
+
+
 def test_without_matplotlib_the_run_says_once_how_to_get_the_plot(tmp_path, data_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     out = tmp_path / "out"
