@@ -1295,9 +1295,10 @@ def ctrl_c_in_long_op(cmd, *waits):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr.readline() == "long op\n"
-        for i, wait in enumerate(waits):
+        sent = None
+        for wait in waits:
             time.sleep(wait)
-            sent = sent if i else time.time()
+            sent = sent or time.time()  # the first SIGINT's time
             proc.send_signal(signal.SIGINT)
         stderr = proc.communicate(timeout=120)[1]
         return proc.returncode, time.time() - sent, stderr
