@@ -652,7 +652,9 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     Make out_dir ready for a run: an earlier run there moves aside (unless this one resumes it, from
     resume_iter), meta.json comes from the dataset for sample.py (written from meta where the dataset has
     nanoGPT's meta.pkl instead), and log.jsonl opens with the records a
-    resume keeps (those before its iteration). Returns the open log and keep_previous_run's line and folder.
+    resume keeps: those before its iteration, and the eval at it, which the checkpoint's weights (often
+    best.pt's too) had when they were saved. Returns the open log, keep_previous_run's line and folder,
+    and the iteration of that eval if the log kept one (the resumed run does not log it again).
     """
     claim_out_dir(out_dir)  # held since train() began, unless the folder has gone since
     moved, moved_to = keep_previous_run(out_dir) if resume_iter is None else (None, None)
@@ -662,12 +664,13 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     elif not os.path.exists(meta_out) or not os.path.samefile(meta_in, meta_out):
         shutil.copyfile(meta_in, meta_out)
     log_path = os.path.join(out_dir, "log.jsonl")
-    kept = [r for r in read_log(log_path) if r["iter"] < resume_iter] if resume_iter is not None else []
+    kept = [r for r in read_log(log_path) if r["iter"] < resume_iter or r["iter"] == resume_iter and "val_loss" in r
+            ] if resume_iter is not None else []
     log_file = open(log_path, "w")
     for r in kept:
         log_file.write(json.dumps(r) + "\n")
     log_file.flush()
-    return log_file, moved, moved_to
+    return log_file, moved, moved_to, resume_iter if any(r["iter"] == resume_iter for r in kept) else None
 
 
 OUT_DIR_LOCKS = {}  # folder -> its open descriptor, locked by this process (main lets them go at its end)
@@ -1424,6 +1427,7 @@ def train(config, ddp, given, stopper):
     # run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
     # puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
     log_path, log_file, log_was, moved, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None, None
+    logged_eval = None  # a resume's iteration whose eval the earlier run logged
     wrote = []  # the files a new run adds to out_dir: a run that trains nothing takes them away again
     with stopper.held():
         if master and not eval_only:
@@ -1432,8 +1436,8 @@ def train(config, ddp, given, stopper):
                     log_was = f.read()
             if init_from != "resume":
                 wrote = [n for n in ("log.jsonl", "meta.json") if not os.path.exists(os.path.join(out_dir, n))]
-            log_file, moved, moved_to = open_out_dir(out_dir, data_dir, meta,
-                                                     iter_num if init_from == "resume" else None)
+            log_file, moved, moved_to, logged_eval = open_out_dir(out_dir, data_dir, meta,
+                                                                  iter_num if init_from == "resume" else None)
         stopper.armed = ("nothing to save (eval_only)" if eval_only else
                          f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
                          if init_from == "resume" else "nothing trained yet, nothing saved" +
@@ -1546,8 +1550,9 @@ def train(config, ddp, given, stopper):
                     stop = True
                     continue
                 eval_time = time.time() - t
-                log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
-                     "elapsed": time.time() - t0})
+                if iter_num != logged_eval:
+                    log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
+                         "elapsed": time.time() - t0})
                 say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
                 if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
                     fail(f"eval loss is not finite at iter {iter_num} (train {losses['train']}, val {losses['val']})")

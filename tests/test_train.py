@@ -676,11 +676,31 @@ def test_resume_continues_exactly(optimizer, tmp_path, data_dir):
     assert "resume at iter 5" in second.stdout
     steps, evals = losses(whole)
     assert [i for i, _ in steps] == list(range(8))
-    assert losses(parts) == (steps, evals)  # exact: the resumed log is the uninterrupted one
+    # exact: the resumed log is the uninterrupted one, and the first run's last eval, at iteration 5, stays
+    parts_steps, parts_evals = losses(parts)
+    assert parts_steps == steps
+    assert [e for e in parts_evals if e[0] != 5] == evals and [e[0] for e in parts_evals].count(5) == 1
     a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(parts / "ckpt.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     if optimizer == "muon":  # Muon's momentum buffers were saved, and came back
         assert set(b["optimizer"]) == {"muon", "adamw"} and len(b["optimizer"]["muon"]["state"]) == 4
+
+
+def test_training_on_keeps_the_last_eval_of_the_run_it_resumes(tmp_path, data_dir):
+    """A finished run trained on (--init_from=resume, a higher max_iters) kept its log only up to its last
+    iteration, so the eval there, whose weights best.pt often holds, went, and loss.png marked an earlier
+    eval as best.pt's. That eval stays, once: a resume on an eval iteration evaluates again without logging
+    it twice."""
+    for first_iters in (5, 6):  # the run ends off the eval interval (3), and on it
+        out = tmp_path / f"out{first_iters}"
+        assert run_train(f"--max_iters={first_iters}", "--eval_interval=3", data=data_dir, out=out).returncode == 0
+        last = losses(out)[1][-1]
+        assert last[0] == first_iters
+        more = run_train("--max_iters=9", "--eval_interval=3", "--init_from=resume", data=data_dir, out=out)
+        assert more.returncode == 0, more.stderr
+        evals = losses(out)[1]
+        assert [e[0] for e in evals] == sorted({0, 3, first_iters, 6, 9})
+        assert last in evals  # the earlier run's record, as it was
 
 
 def test_resume_says_where_its_schedule_differs_from_the_runs(tmp_path, data_dir):
