@@ -405,9 +405,10 @@ def profile_steps(step, device, n_steps=10, top=15):
     total = sum(e.self_cpu_time_total for e in events)
     rows = [{"op": e.key, "calls_per_step": e.count / n_steps, "self_ms_per_step": e.self_cpu_time_total / 1e3 / n_steps,
              "share": e.self_cpu_time_total / total} for e in events[:top]]
+    width = max([44] + [len(r["op"]) + 1 for r in rows])  # whole names: forward and backward kernels differ at the end
     lines = [f"top ops by self CPU time ({n_steps} profiled steps, profiler overhead included)",
-             f"{'op':<44}{'calls':>7}{'ms/step':>9}{'share':>8}"]
-    lines += [f"{r['op'][:43]:<44}{r['calls_per_step']:7.0f}{r['self_ms_per_step']:9.3f}{100 * r['share']:7.1f}%"
+             f"{'op':<{width}}{'calls':>7}{'ms/step':>9}{'share':>8}"]
+    lines += [f"{r['op']:<{width}}{r['calls_per_step']:7.0f}{r['self_ms_per_step']:9.3f}{100 * r['share']:7.1f}%"
               for r in rows]
     return rows, "\n".join(lines)
 

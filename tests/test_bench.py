@@ -115,6 +115,7 @@ def test_train_step_rate_flops_and_mfu(tmp_path):
     assert any(op in ("aten::mm", "aten::addmm") for op in ops), ops
     assert 0 < sum(row["share"] for row in r["profile"]) <= 1 + 1e-9
     assert "top ops by self CPU time" in out and "MFU" in out
+    assert all(f"\n{op} " in out for op in ops)  # whole names: cut short, forward and backward kernels read alike
     assert r["data"]["ms_per_batch"] > 0 and 0 < r["data"]["share_of_step"] < 1
     # the Linear matmuls alone: c_attn, c_proj, c_fc, mlp.c_proj and the head, forward and backward
     mm = r["matmuls"]
