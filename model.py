@@ -144,9 +144,8 @@ class KVCache:
 
 # Under autocast on a CPU, attention over up to this many positions trains in float32: torch's CPU
 # flash-attention kernel trained slower in bf16 than in float32 at every length from 64 to 512 (up to 2.1x in
-# bench.py --mode=attention, 3.4x in a scratch timing), and at 1024 and 2048 no faster (docs/cpu.md).
-# Longer was not measured, and stays in bf16.
-CPU_FP32_ATTENTION = 2048
+# bench.py --mode=attention, 3.4x in a scratch timing); from 1024 our measurements disagree (docs/cpu.md).
+CPU_FP32_ATTENTION = 512
 
 
 class CausalSelfAttention(nn.Module):
