@@ -342,8 +342,8 @@ def bench_train(cfg):
              f"{r['step_ms']:9.2f}{phase_ms['forward']:8.2f}{phase_ms['backward']:8.2f}{phase_ms['optimizer']:8.2f}"
              f"{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{100 * r['mfu']:7.1f}%"]
     mm = time_matmuls(model, B * T, cfg)
-    r["matmuls"] = dict(mm, ms=accum * mm["ms"], flops=accum * mm["flops"])
-    lines.append(matmul_line(r["matmuls"], peak["peak_gflops"], r["step_ms"]))
+    r["matmuls"] = with_share(dict(mm, ms=accum * mm["ms"], flops=accum * mm["flops"]), peak["peak_gflops"])
+    lines.append(matmul_line(r["matmuls"], r["step_ms"]))
     if cfg["data_dir"]:
         r["data"] = bench_data(cfg, B * accum, T, dt)
         lines.append(f"data: {r['data']['ms_per_batch']:.3f} ms per batch of {B * accum} windows from "
@@ -371,9 +371,13 @@ def time_matmuls(model, n_tokens, cfg):
     return {"layers": sum(shapes.values()), "ms": 1e3 * seconds, "flops": flops}
 
 
-def matmul_line(mm, peak_gflops, step_ms=None):
-    """The line a report gives time_matmuls' figures in, with their share of the peak."""
-    mm["share_of_peak"] = mm["flops"] / (mm["ms"] / 1e3) / (peak_gflops * 1e9)
+def with_share(mm, peak_gflops):
+    """time_matmuls' figures with their share of the peak."""
+    return dict(mm, share_of_peak=mm["flops"] / (mm["ms"] / 1e3) / (peak_gflops * 1e9))
+
+
+def matmul_line(mm, step_ms=None):
+    """The line a report gives with_share's figures in."""
     of_step = f" of the step's {step_ms:.2f}" if step_ms else ""
     return (f"matmuls alone (the model's {mm['layers']} Linear layers, forward and backward at the step's shapes): "
             f"{mm['ms']:.2f} ms{of_step}, {mm['flops'] / 1e9:.3f} GFLOP at {mm['share_of_peak']:.1%} of the peak "
@@ -896,7 +900,8 @@ def race_report(runs, thresholds, tokens_per_iter, cfg, gg_settings, peak, same_
                      f"{show(targets['same_step_mfu'], '.1%')} of the {same_dtype} peak vs nanoGPT's "
                      f"{show(targets['nanogpt_mfu'], '.1%')} of the float32 peak (target: >= 65%)")
         if same_matmuls:
-            lines.append("  the same step's " + matmul_line(same_matmuls, peak[same_dtype]))
+            same_matmuls = with_share(same_matmuls, peak[same_dtype])
+            lines.append("  the same step's " + matmul_line(same_matmuls))
             targets["same_step_matmuls_share_of_peak"] = same_matmuls["share_of_peak"]
     return {"sides": sides, "targets": targets, "thresholds": thresholds}, lines
 
