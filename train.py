@@ -163,6 +163,14 @@ def get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent=0
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
+def scheduled_lr(c, it, trained):
+    """The lr config c's schedule gives iteration it after trained seconds of training steps."""
+    if not c["decay_lr"]:
+        return c["learning_rate"]
+    spent = trained / c["max_seconds"] if c["max_seconds"] > 0 else 0.0
+    return get_lr(it, c["learning_rate"], c["warmup_iters"], c["lr_decay_iters"], c["min_lr"], spent)
+
+
 def resolve(config):
     """Check the config's values and turn each "auto" into this machine's choice. Raises ConfigError."""
     c = dict(config)
@@ -1182,6 +1190,10 @@ def train(config, ddp, given, stopper):
     changed = schedule_changes(config, ckpt.get("config") or {}) if ckpt else []
     # seconds of training steps so far, agreed by all processes: what max_seconds counts
     trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
+    if changed:  # where the lr lands matters most: a time budget dropped sends it back up the cosine
+        lrs = [scheduled_lr(c, iter_num, trained) for c in (config, {**config, **ckpt["config"]})]
+        if not math.isclose(*lrs, rel_tol=0.01):
+            changed.append(f"so the lr at iter {iter_num} is {lrs[0]:.2e}, where the run's own schedule has {lrs[1]:.2e}")
     # (in here, optimizer is the object; the config key's value is config["optimizer"])
     optimizer, scaler, sampler, lr_scales = build_optimizer(raw_model, ckpt, config, device_type)
 
@@ -1540,7 +1552,7 @@ def train(config, ddp, given, stopper):
                 break
 
             time_spent = trained / max_seconds if max_seconds > 0 else 0.0
-            lr = get_lr(iter_num, learning_rate, warmup_iters, lr_decay_iters, min_lr, time_spent) if decay_lr else learning_rate
+            lr = scheduled_lr(config, iter_num, trained)
             last = iter_num >= max_iters or time_spent >= 1.0
             # evaluate and checkpoint
             if iter_num % eval_interval == 0 or last or eval_only:

@@ -715,8 +715,27 @@ def test_resume_says_where_its_schedule_differs_from_the_runs(tmp_path, data_dir
     other = run_train("--max_iters=6", "--eval_interval=2", "--learning_rate=0.005", "--init_from=resume",
                       data=data_dir, out=out)
     assert other.returncode == 0, other.stderr
-    assert ("resume: this command's schedule differs from the run's: learning_rate=0.005 (was 0.01); to continue "
-            "the run's own, pass its values") in other.stdout.splitlines()
+    now, own = train.get_lr(4, 0.005, 2, 8, 1e-3), train.get_lr(4, 0.01, 2, 8, 1e-3)  # TINY's schedule
+    assert ("resume: this command's schedule differs from the run's: learning_rate=0.005 (was 0.01), so the lr at "
+            f"iter 4 is {now:.2e}, where the run's own schedule has {own:.2e}; to continue the run's own, pass its "
+            "values") in other.stdout.splitlines()
+
+
+def test_resume_says_where_the_lr_lands_when_its_schedule_moves_it(tmp_path, data_dir):
+    """A run trained to its min_lr, continued with a schedule that has barely begun (a time-budgeted run
+    resumed with --max_seconds=0 and a higher max_iters follows lr_decay_iters, from the top): the lr jumped
+    back up unannounced. The resume line says where it lands; a change that leaves it (the batch) does not."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=8", "--eval_interval=4", data=data_dir, out=out).returncode == 0  # ends at min_lr
+    more = run_train("--max_iters=10", "--lr_decay_iters=100", "--eval_interval=4", "--init_from=resume",
+                     data=data_dir, out=out)
+    assert more.returncode == 0, more.stderr
+    assert (f"lr_decay_iters=100 (was 8), so the lr at iter 8 is {train.get_lr(8, 1e-2, 2, 100, 1e-3):.2e}, where "
+            "the run's own schedule has 1.00e-03;") in more.stdout, more.stdout
+    batch = run_train("--max_iters=12", "--lr_decay_iters=100", "--batch_size=2", "--eval_interval=4",
+                      "--init_from=resume", data=data_dir, out=out)
+    assert batch.returncode == 0, batch.stderr
+    assert "batch_size=2 (was 4); to continue" in batch.stdout and "so the lr" not in batch.stdout, batch.stdout
 
 
 def test_resume_with_the_other_optimizer_is_one_line(tmp_path, data_dir):
