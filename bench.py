@@ -784,12 +784,12 @@ def bench_race(cfg, plan):
     same_dtype = resolve_device("cpu", "auto", step.n_embd)[2]
     peaks = {"float32": [], same_dtype: []}
     same_model, same_mm = GPT(step), []  # the same step's matmuls alone: how high its MFU could go
+    mm_cfg = dict(cfg, dtype=same_dtype, repeats=REPEATS["train"][1 if cfg["quick"] else 0], warmup=3)
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # both write checkpoints here, not into a checkout
         for r in range(cfg["repeats"]):
             for dtype in peaks:
                 peaks[dtype].append(measure_peak_for_mfu(dict(cfg, dtype=dtype))["peak_gflops"])
-            mm_repeats = REPEATS["train"][1 if cfg["quick"] else 0]
-            same_mm.append(time_matmuls(same_model, 12 * 64, dict(cfg, dtype=same_dtype, repeats=mm_repeats, warmup=3)))
+            same_mm.append(time_matmuls(same_model, 12 * 64, mm_cfg))
             print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations, eval every {k}), "
                   f"then glassgpt {' '.join(gg_args)} (eval every {cfg['eval_interval']})", flush=True)
             ng_out = os.path.join(tmp, f"nanogpt{r}")

@@ -671,7 +671,7 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
     elif not os.path.exists(meta_out) or not os.path.samefile(meta_in, meta_out):
         shutil.copyfile(meta_in, meta_out)
     log_path = os.path.join(out_dir, "log.jsonl")
-    kept = [r for r in read_log(log_path) if r["iter"] < resume_iter or r["iter"] == resume_iter and "val_loss" in r
+    kept = [r for r in read_log(log_path) if r["iter"] < resume_iter or (r["iter"] == resume_iter and "val_loss" in r)
             ] if resume_iter is not None else []
     log_file = open(log_path, "w")
     for r in kept:
