@@ -6,6 +6,7 @@ lens), how surprised the model is by each token, and its loss on a whole file in
     python lens.py --out_dir=out-tiny --start="ROMEO:" --html=romeo.html --png=romeo.png
     python lens.py --init_from=gpt2 --start=FILE:prompt.txt  # GPT-2's weights (transformers)
     python lens.py --out_dir=out-tiny --eval=val.txt         # nats/token, perplexity, bits per byte
+    python lens.py --out_dir=out-tiny --eval=data/shakespeare_char/val.bin   # the val split train.py scores
 
 For a text (at most block_size tokens) it prints the text coloured by surprise, a table of each
 head's attention statistics and the logit lens, and writes lens.html (one page, no network: pick a
@@ -35,7 +36,7 @@ from checkpoint import check_init_from
 from configurator import (ConfigError, autocast, config_keys, configure, not_ours, png_mark, resolve_device, run,
                           unwritable, writing)
 from sample import encode_prompt, load_model, read_prompt
-from tokenizer import gpt2_encoding, load_tokenizer, stream_decode
+from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, same_tokenizer, stream_decode
 
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | ... | a Hugging Face model folder, as sample.py
@@ -43,7 +44,7 @@ out_dir = "out"
 ckpt = ""  # "" = best.pt if there is one, else ckpt.pt
 meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
 start = "ROMEO:\nBut soft, what light through yonder window breaks?"  # the text, or "FILE:path"
-eval = ""  # a text file: score all of it (in block_size windows) instead of inspecting --start
+eval = ""  # a text file, or a dataset's train.bin/val.bin: score all of it (in block_size windows), not --start
 stride = 0  # --eval: windows start this many tokens apart; each token is scored once; 0 = block_size // 2
 batch_size = 8  # --eval: windows per forward pass
 heads = False  # --eval: also each head's statistics (as the table for --start), averaged over all windows
@@ -460,19 +461,38 @@ def load(cfg):
     return model.eval().to(dev), meta, loaded
 
 
+def split_ids(path, meta):
+    """The ids of a prepare script's train.bin or val.bin, if the tokenizer beside it (its folder's meta.json,
+    or nanoGPT's meta.pkl) is the model's: the same ids must mean the same characters or tokens."""
+    folder = os.path.dirname(path) or "."
+    found = find_meta(folder)
+    if not found:
+        raise ConfigError(f"no meta.json (or nanoGPT's meta.pkl) in {folder}: without the tokenizer that wrote "
+                          f"{os.path.basename(path)}, its ids cannot be read")
+    was, source = found
+    if not same_tokenizer(was, meta):
+        raise ConfigError(f"{path} is in {source}'s tokenizer ({was['tokenizer']}, vocab {was['vocab_size']}), not "
+                          f"this model's ({meta['tokenizer']}, vocab {meta['vocab_size']}): its ids would mean "
+                          "other characters or tokens")
+    ids = read_bin(path, was)
+    if len(ids) and int(ids.max()) >= meta["vocab_size"]:
+        raise ConfigError(f"{path} holds id {int(ids.max())}, outside the vocabulary of {meta['vocab_size']}")
+    return ids.tolist()
+
+
 def run_eval(cfg):
     path = cfg["eval"]
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not path.endswith(".bin"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     model, meta, loaded = load(cfg)
     if cfg["stride"] > model.config.block_size:
         raise ConfigError(f"stride {cfg['stride']} is longer than block_size {model.config.block_size}: "
                           "tokens between windows would go unscored")
-    encode, _ = load_tokenizer(meta)
-    ids = encode(text)
+    ids = split_ids(path, meta) if path.endswith(".bin") else load_tokenizer(meta)[0](text)
     if len(ids) < 2:
         raise ConfigError(f"{path} has {len(ids)} token(s): at least two are needed to score one")
     log(loaded)

@@ -257,3 +257,20 @@ def find_meta(folder):
         if os.path.isfile(path):
             return read(path), path
     return None
+
+
+def same_tokenizer(a, b):
+    """Whether two meta dicts' ids mean the same characters or tokens."""
+    return all(a.get(k) == b.get(k) for k in ("tokenizer", "vocab_size", "itos"))
+
+
+def read_bin(path, meta):
+    """A split a prepare script wrote (train.bin, val.bin), memory-mapped in its meta's dtype; one-line errors."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"no {os.path.basename(path)} in {os.path.dirname(path) or '.'}")
+    size, itemsize = os.path.getsize(path), np.dtype(meta["dtype"]).itemsize
+    if size % itemsize:
+        raise ConfigError(f"{path} is {size} bytes, not a whole number of {meta['dtype']} tokens")
+    if size == 0:  # np.memmap cannot map an empty file
+        return np.zeros(0, dtype=meta["dtype"])
+    return np.memmap(path, dtype=meta["dtype"], mode="r")

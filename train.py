@@ -81,7 +81,7 @@ from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, confi
                           keep_freed_memory, resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
-from tokenizer import find_meta, read_meta, write_meta
+from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, write_meta
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
@@ -254,20 +254,15 @@ def load_data(data_dir, block_size):
     if not found:
         raise ConfigError(f"no meta.json (or nanoGPT's meta.pkl) in {data_dir}")
     meta = found[0]
-    itemsize = np.dtype(meta["dtype"]).itemsize
     splits = []
     for split in ("train", "val"):
         path = os.path.join(data_dir, f"{split}.bin")
-        if not os.path.isfile(path):
-            raise ConfigError(f"no {split}.bin in {data_dir}")
-        size = os.path.getsize(path)
-        if size % itemsize:
-            raise ConfigError(f"{path} is {size} bytes, not a whole number of {meta['dtype']} tokens")
-        if size // itemsize < block_size + 1:  # one window is block_size inputs plus the next token
+        data = read_bin(path, meta)
+        if len(data) < block_size + 1:  # one window is block_size inputs plus the next token
             more = " or a larger --val_fraction preparing it (data/text/prepare.py)" if split == "val" else ""
-            raise ConfigError(f"{path} has {size // itemsize} tokens, too few for block_size={block_size} "
+            raise ConfigError(f"{path} has {len(data)} tokens, too few for block_size={block_size} "
                               f"(needs at least {block_size + 1}): a smaller --block_size{more}")
-        splits.append(np.memmap(path, dtype=meta["dtype"], mode="r"))
+        splits.append(data)
     return splits[0], splits[1], meta
 
 
@@ -441,7 +436,7 @@ def check_same_tokenizer(folder, data_dir, meta, key):
     meta.json: the same ids must mean the same characters or tokens."""
     if os.path.isfile(os.path.join(folder, "meta.json")):
         was = read_meta(folder)
-        if any(was.get(k) != meta.get(k) for k in ("tokenizer", "vocab_size", "itos")):
+        if not same_tokenizer(was, meta):
             source = (find_meta(data_dir) or (None, data_dir))[1]  # meta.json, or nanoGPT's meta.pkl
             raise ConfigError(f"{key}: {source} ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
                               f"is not the tokenizer this model was trained with ({folder}/meta.json: "

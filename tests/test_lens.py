@@ -231,6 +231,49 @@ def test_eval_command_prints_the_numbers(out_dir, tmp_path, capsys):
     assert "heads, averaged over the one window (56 rows of attention):" in out
 
 
+def test_eval_of_a_datasets_split_is_the_eval_of_its_text(out_dir, tmp_path, capsys):
+    """--eval=.../val.bin scores the split train.py evaluates, as its text would score: the README's way to
+    the val split's loss, offline and without a one-liner that knows where the text came from."""
+    data = tmp_path / "data"
+    tokenizer.write_dataset(data, char_ids(TEXT), char_ids(TEXT_E * 3), tokenizer.char_meta(VOCAB))
+    (tmp_path / "val.txt").write_text(TEXT_E * 3, encoding="utf-8")
+    r_bin = lens.main([f"--out_dir={out_dir}", f"--eval={data / 'val.bin'}", "--stride=16"])
+    r_txt = lens.main([f"--out_dir={out_dir}", f"--eval={tmp_path / 'val.txt'}", "--stride=16"])
+    assert r_bin == r_txt and r_bin["tokens"] == 173 and r_bin["bytes"] == 182
+    assert f"{data / 'val.bin'}: 173 tokens scored (char), 182 UTF-8 bytes" in capsys.readouterr().out
+
+
+def bad_split_cases(out_dir, tmp_path):
+    """A split lens.py must not score: its ids would be read as the wrong characters, or not read at all."""
+    cases = {}
+    for name, meta, raw in (("no meta", None, b"\x01\x00\x02\x00"),
+                            ("other vocabulary", tokenizer.char_meta(VOCAB.replace("é", "è")), b"\x01\x00\x02\x00"),
+                            ("half a token", tokenizer.char_meta(VOCAB), b"\x01\x00\x02"),
+                            ("id past the vocabulary", tokenizer.char_meta(VOCAB), b"\x01\x00\xff\x00")):
+        folder = tmp_path / name.replace(" ", "_")
+        folder.mkdir()
+        (folder / "val.bin").write_bytes(raw)
+        if meta:
+            tokenizer.write_meta(folder, dict(meta, dtype="uint16"))
+        cases[name] = [f"--out_dir={out_dir}", f"--eval={folder / 'val.bin'}"]
+    return {"no meta": (cases["no meta"], "no meta.json (or nanoGPT's meta.pkl) in"),
+            "other vocabulary": (cases["other vocabulary"], "not this model's (char, vocab 63): its ids would mean other"),
+            "half a token": (cases["half a token"], "is 3 bytes, not a whole number of uint16 tokens"),
+            "id past the vocabulary": (cases["id past the vocabulary"], "holds id 255, outside the vocabulary of 63"),
+            "missing split": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'half_a_token' / 'train.bin'}"],
+                              "no train.bin in")}
+
+
+def test_bad_splits_are_one_line(out_dir, tmp_path, capsys):
+    from configurator import run
+    for name, (args, message) in bad_split_cases(out_dir, tmp_path).items():
+        with pytest.raises(SystemExit) as e:
+            run(lambda: lens.main(["--html=", "--png=", *args]))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2, name
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], (name, err)
+
+
 @pytest.mark.skipif(not os.path.isdir(SHARED_TIKTOKEN), reason="no ../shared/data/tiktoken (GPT-2's BPE offline)")
 def test_bpe_bytes_and_eval(monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", os.path.abspath(SHARED_TIKTOKEN))
