@@ -1459,8 +1459,12 @@ def train(config, ddp, given, stopper):
     def fail(message):
         bar.close()
         if master:
-            kept = (f"{out_dir}/ckpt.pt (iter {ckpt_iter}) is the last good checkpoint" if ckpt_iter is not None
-                    else f"nothing saved: no eval had written {out_dir}/ckpt.pt yet")
+            if ckpt_iter is not None:
+                kept = f"{out_dir}/ckpt.pt (iter {ckpt_iter}) is the last good checkpoint"
+            else:  # a new run with nothing to keep leaves out_dir as found, an earlier run put back
+                back = leave_as_found()
+                kept = (f"nothing saved: no eval had written {out_dir}/ckpt.pt yet" +
+                        (f"; the earlier run is back in {out_dir}" if back else ""))
             print(f"error: {message}; stopped, {kept}", file=sys.stderr)
         raise SystemExit(1)
 

@@ -1450,6 +1450,13 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
     result = run_train("--max_iters=20", "--learning_rate=1e30", "--eval_interval=1000", data=data_dir, out=fresh)
     assert_one_line_error(result, 1, "loss is nan", f"stopped, nothing saved: no eval had written {fresh}/ckpt.pt yet")
     assert not (fresh / "ckpt.pt").exists()
+    # a new run over an earlier one: it had moved that run aside, and puts it back (it was left in previous/,
+    # with the failed run's log.jsonl and meta.json in its place, for the next run to move aside as a run)
+    earlier = {name: digest(out / name) for name in os.listdir(out)}
+    result = run_train("--max_iters=20", "--learning_rate=1e30", "--eval_interval=1000", data=data_dir, out=out)
+    assert_one_line_error(result, 1, "loss is nan", f"no eval had written {out}/ckpt.pt yet; the earlier run is "
+                                                    f"back in {out}")
+    assert {name: digest(out / name) for name in os.listdir(out)} == earlier
 
 
 # ----------------------------------------------------------------------------- distributed
