@@ -25,6 +25,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
@@ -71,12 +72,13 @@ def architecture(config):
                       "architecture was found to match; train with norm=layernorm (config/tiny_gpt2.py) to export")
 
 
-def arcee_config(config, meta):
-    """transformers' ArceeConfig for a rope + RMSNorm model: all heads keep their own keys and values."""
+def arcee_config(config, meta, inner=None):
+    """transformers' ArceeConfig for a rope + RMSNorm model (MLP inner width inner; None: model.py's 4 x n_embd):
+    all heads keep their own keys and values."""
     from transformers import ArceeConfig
     eot = 50256 if meta["tokenizer"] == "gpt2" else None
     return ArceeConfig(
-        vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=4 * config.n_embd,
+        vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=inner or 4 * config.n_embd,
         num_hidden_layers=config.n_layer, num_attention_heads=config.n_head, num_key_value_heads=config.n_head,
         hidden_act="gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "gelu",
         max_position_embeddings=config.block_size, rms_norm_eps=1e-5, attention_bias=config.bias,
@@ -113,12 +115,13 @@ def arcee_state_dict(model):
     return out
 
 
-def gpt2_config(config, meta):
-    """transformers' GPT2Config for a glassgpt GPTConfig (dropout off: an exported model is for inference)."""
+def gpt2_config(config, meta, inner=None):
+    """transformers' GPT2Config for a glassgpt GPTConfig and MLP inner width (None: model.py's 4 x n_embd;
+    dropout off: an exported model is for inference)."""
     from transformers import GPT2Config
     eot = meta["tokenizer"] == "gpt2"
     return GPT2Config(
-        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd,
+        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_inner=inner,
         n_layer=config.n_layer, n_head=config.n_head, layer_norm_epsilon=1e-5,
         activation_function="gelu_new" if config.activation == "gelu_tanh" else "gelu",  # tanh vs erf
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=config.tie_weights,
@@ -206,8 +209,9 @@ def write_char_tokenizer(path, itos, block_size):
                             model_max_length=block_size).save_pretrained(path)
 
 
-def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
-    """README.md for the folder: what the model is, what it learned from, how long, how well, how to load it."""
+def model_card(name, checkpoint, config, meta, source, arch="gpt2", weights=None):
+    """README.md for the folder: what the model is, what it learned from, how long, how well, how to load it.
+    weights: the model's own parameter count, which a fork's model.py may make differ from sizing.py's."""
     train = checkpoint.get("config") or {}
     it = checkpoint.get("iter_num", 0)
     per_iter = [train.get(k) for k in ("gradient_accumulation_steps", "batch_size", "block_size")]
@@ -217,6 +221,9 @@ def model_card(name, checkpoint, config, meta, source, arch="gpt2"):
     vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
              else "GPT-2's BPE (50257 tokens)")
     params = f"{counts['total']:,} ({non_embedding_label(config, counts)}), counted by glassgpt's sizing.py"
+    if weights is not None and weights != counts["total"]:
+        params = (f"{weights:,}, counted from the weights (sizing.py's arithmetic, for glassgpt's own model.py, "
+                  f"gives {counts['total']:,})")
     if arch == "gpt2" and not config.bias:
         params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
                    "reads back as none)")
@@ -282,16 +289,22 @@ def export_hf(model, meta, checkpoint, path, source, name):
     """Write the Hugging Face folder for model at path (which must not exist yet); name heads the model card."""
     config = model.config
     arch = architecture(config)
+    inner = model.transformer.h[0].mlp.c_fc.out_features  # 4 x n_embd in model.py; a fork may choose another
     if arch == "gpt2":
         from transformers import GPT2LMHeadModel
-        hf, weights = GPT2LMHeadModel(gpt2_config(config, meta)), gpt2_state_dict(model)
+        hf, weights = GPT2LMHeadModel(gpt2_config(config, meta, inner)), gpt2_state_dict(model)
     else:
         try:
             from transformers import ArceeForCausalLM
         except ImportError:
             raise ConfigError("a rope + rmsnorm model exports as Arcee, which needs transformers >= 4.53") from None
-        hf, weights = ArceeForCausalLM(arcee_config(config, meta)), arcee_state_dict(model)
-    missing, unexpected = hf.load_state_dict(weights, strict=False)
+        hf, weights = ArceeForCausalLM(arcee_config(config, meta, inner)), arcee_state_dict(model)
+    try:
+        missing, unexpected = hf.load_state_dict(weights, strict=False)
+    except RuntimeError as e:  # a weight of another shape than the architecture's (a fork's model.py)
+        found = re.search(r"size mismatch for [^\n]*", str(e))
+        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout "
+                          f"({found.group(0).rstrip('.') if found else str(e).splitlines()[0]})") from None
     # only GPT-2's causal-mask buffers (older transformers) and the tied head may be absent
     missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias")) and
                not (k == "lm_head.weight" and config.tie_weights)]
@@ -305,7 +318,7 @@ def export_hf(model, meta, checkpoint, path, source, name):
         write_gpt2_tokenizer(path, config.block_size)
     else:
         write_char_tokenizer(path, meta["itos"], config.block_size)
-    card = model_card(name, checkpoint, config, meta, source, arch)
+    card = model_card(name, checkpoint, config, meta, source, arch, model.get_num_params(non_embedding=False))
     with open(os.path.join(path, "README.md"), "w", encoding="utf-8", newline="") as f:  # as hashed, byte for byte
         f.write(card)
     # for glassgpt's sample.py --init_from=<folder>; and the card's hash, so a re-export can tell it was edited

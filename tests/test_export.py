@@ -173,6 +173,39 @@ def test_a_weight_the_architecture_has_no_place_for_is_refused(tmp_path, switche
     assert not (tmp_path / "hf").exists()
 
 
+@pytest.mark.parametrize("switches", [dict(), dict(position="rope", norm="rmsnorm", bias=False)])
+def test_a_forks_mlp_width_exports_as_it_is(tmp_path, switches):
+    """A fork whose model.py makes the MLP 2x wide: export wrote a 4x-wide config and died in a traceback
+    (size mismatch). The width now comes from the model built, and transformers computes the same logits."""
+    if switches:
+        pytest.importorskip("transformers.models.arcee", reason="Arcee needs transformers >= 4.53")
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta, **switches)
+    torch.manual_seed(1)
+    for block in model.transformer.h:  # as a fork's MLP.__init__ with 2 * n_embd would build it
+        bias = block.mlp.c_fc.bias is not None
+        block.mlp.c_fc, block.mlp.c_proj = torch.nn.Linear(32, 64, bias=bias), torch.nn.Linear(64, 32, bias=bias)
+    ckpt = checkpoint.load_checkpoint(str(tmp_path / "run" / "ckpt.pt"))
+    export.export_hf(model, meta, ckpt, str(tmp_path / "hf"), "ckpt.pt", "x")
+    check_folder(tmp_path / "hf", model, meta)
+    n, arithmetic = sum(p.numel() for p in model.parameters()), param_counts(model.config)["total"]
+    assert n < arithmetic and (f"- Parameters: {n:,}, counted from the weights (sizing.py's arithmetic, for "
+                               f"glassgpt's own model.py, gives {arithmetic:,})") in (tmp_path / "hf" / "README.md").read_text()
+
+
+def test_a_weight_of_another_shape_is_refused_in_one_line(tmp_path):
+    """A weight the architecture has a place for, but of another shape (a fork's attention projection, say):
+    transformers raised a RuntimeError, a traceback; now one line naming it, nothing written."""
+    meta = tokenizer.char_meta(CHARS)
+    model = write_run(tmp_path / "run", meta)
+    model.transformer.h[1].attn.c_proj = torch.nn.Linear(32, 32, bias=False)
+    model.transformer.h[1].attn.c_proj.weight = torch.nn.Parameter(torch.zeros(32, 16))
+    with pytest.raises(ConfigError, match=r"^export: weights do not match GPT2LMHeadModel's layout \(size mismatch for "
+                                          r"transformer\.h\.1\.attn\.c_proj\.weight: .*\)$"):
+        export.export_hf(model, meta, {}, str(tmp_path / "hf"), "ckpt.pt", "x")
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
 def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
