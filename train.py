@@ -1475,9 +1475,9 @@ def train(config, ddp, given, stopper):
         (its micro-batches and the previous iteration's optimizer step, whose time is known only after the
         collective; the mean over processes: the same number everywhere), and the gradient's global norm before
         clipping (a tensor, on clipping or logging iterations; else None). A stop before the optimizer step
-        (at once alone; under DDP between micro-batches, with watch) drops the iteration (loss None): its
-        gradients are discarded and the data sampler and random state go back to where it began, so what
-        is saved is the state after the last complete iteration.
+        (at once alone; under DDP between micro-batches, with watch, and at the collective after them) drops
+        the iteration (loss None, see drop). Past that point the iteration completes, and from the first
+        one a stop saves: the stop's line says which.
         """
         nonlocal opt_seconds, in_flight
         for group, scale in zip(optimizer.param_groups, lr_scales):
@@ -1499,10 +1499,7 @@ def train(config, ddp, given, stopper):
                         loss_sum += loss.detach()
                         scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
         except Interrupted:
-            sampler.set_state(before[0])
-            set_rng_state(before[1], device_type)
-            optimizer.zero_grad(set_to_none=True)
-            return None, True, time.time() - t, None
+            return drop(before)
         # one collective for the logged loss, the stop flag and the time taken
         stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t + opt_seconds], device=device)
         stats[0] = loss_sum / accum
@@ -1511,6 +1508,11 @@ def train(config, ddp, given, stopper):
         loss_value, stop, seconds = stats[0].item() / world_size, stats[1].item() > 0, stats[2].item() / world_size
         if not math.isfinite(loss_value):
             fail(f"loss is {loss_value} at iter {iter_num}")
+        with stopper.held():  # the stop's line says whether this iteration is saved: it must hold either way
+            if stop or (not ddp and stopper.signum is not None):  # under DDP only the agreed flag: all drop, or none
+                return drop(before)  # before the optimizer step, as a stop inside the section would
+            if iter_num == start_iter:  # from now a stop saves (under DDP, one heard since the collective too)
+                stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
         grad_norm, t = None, time.time()
         if grad_clip > 0.0 or iter_num % log_interval == 0:
             scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
@@ -1520,7 +1522,15 @@ def train(config, ddp, given, stopper):
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
         opt_seconds = time.time() - t
-        return loss_value, stop, seconds, grad_norm
+        return loss_value, False, seconds, grad_norm
+
+    def drop(before):
+        """An iteration a stop cut short: its gradients go, and the data sampler and random state go back to
+        where it began, so that what is saved is the state after the last complete iteration."""
+        sampler.set_state(before[0])
+        set_rng_state(before[1], device_type)
+        optimizer.zero_grad(set_to_none=True)
+        return None, True, 0.0, None
 
     def end_iter(step_time):
         """Where the run ends: max_iters, or sooner if the time budget runs out first at this pace."""
@@ -1595,8 +1605,6 @@ def train(config, ddp, given, stopper):
                 tokens_since_log, time_since_log = 0, 0.0
             iter_num += 1
             bar.update(1)
-            if iter_num == start_iter + 1:  # from now a stop saves
-                stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
             if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
                 # once, from the first iterations (the first warms up: left out where there are more)
                 estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)

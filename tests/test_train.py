@@ -1022,6 +1022,23 @@ def test_nproc_a_signal_to_one_rank_is_named_where_it_saves(tmp_path, data_dir):
     assert f"SIGTERM to rank 1 at iter {ckpt['iter_num']}: saved {out}/ckpt.pt" in stdout, stdout
 
 
+def test_nproc_a_stop_in_the_first_iteration_saves_nothing_as_it_says(tmp_path, data_dir):
+    """Under DDP an iteration is not cut short between its collectives: a SIGTERM during the first one said
+    "nothing trained yet, nothing saved", and then the iteration completed and ckpt.pt was saved at iter 1
+    (found by a fresh user's pass). A stop agreed at the iteration's collective now drops it, as a stop inside
+    a single process's iteration does: nothing is saved and the new run's folder goes."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    big = ("--nproc=2", "--batch_size=8192", "--block_size=64", "--eval_iters=1", "--max_iters=100")  # ~3 s a step
+    started = start(train_cmd(out, data_dir, *big), env=env)
+    seconds, stderr = stop_after(started, "step 0:", signal.SIGTERM, delay=0.1)
+    stdout = "".join(started[1])
+    assert started[0].returncode == 128 + signal.SIGTERM, stderr
+    assert stderr.strip() == "SIGTERM: stopping; nothing trained yet, nothing saved", stderr
+    assert "iter 0:" not in stdout and "saved" not in stdout, stdout
+    assert not out.exists()
+
+
 def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
     """train.py | head: the reader going away mid-run is a stop, not the end: ckpt.pt is saved, one stderr line
     says so and how to continue, and the exit code is 141 (128 + SIGPIPE), not 0 with the work lost."""
