@@ -512,6 +512,16 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
                           "lower batch_size or block_size")
 
 
+def code_in(folder):
+    """Code in folder, as "source code (train.py)": a Python file (a checkout, config/, a dataset's folder
+    before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
+    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    found = next((e.name for e in entries if e.name.endswith(".py") and e.is_file()), None) or next(
+        (os.path.join(e.name, "prepare.py") for e in entries if e.is_dir() and os.path.isfile(os.path.join(e.path, "prepare.py"))),
+        None)
+    return found and f"source code ({found})"
+
+
 def check_out_dir(out_dir):
     """out_dir can be written in (checked before the processes of a DDP run connect: after, only rank 0 would
     know). Raises ConfigError."""
@@ -523,8 +533,9 @@ def check_out_dir(out_dir):
             why = f"its {odd[0]} is not a file, and a run writes its own {odd[0]} there"
         elif os.path.lexists(there("previous")) and not os.path.isdir(there("previous")):
             why = "its previous is not a folder, and an earlier run there moves into previous/"
-        elif held_work(out_dir, ("a dataset",)):  # its meta.json would be the run's
-            why = "it holds a dataset (train.bin, val.bin): a run's files go in a folder of their own"
+        elif held_work(out_dir, ("a dataset", "a Hugging Face model")) or code_in(out_dir):  # its meta.json would be the run's
+            why = f"it holds {held_work(out_dir, ('a dataset', 'a Hugging Face model')) or code_in(out_dir)}: " \
+                  "a run's files go in a folder of their own"
     if why:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
 

@@ -1766,8 +1766,16 @@ def test_files_of_no_run_are_moved_aside_as_what_they_are(tmp_path):
     (lambda out: (out / "log.jsonl").mkdir(), "its log.jsonl is not a file, and a run writes its own log.jsonl there"),
     (lambda out: (out / "previous").write_text("x"), "its previous is not a folder, and an earlier run there moves "
                                                      "into previous/"),
-    (lambda out: (out / "train.bin").write_bytes(b"\0\0"), "it holds a dataset (train.bin, val.bin): a run's files "
-                                                             "go in a folder of their own")])
+    (lambda out: (out / "train.bin").write_bytes(b"\0\0"), "it holds a dataset (train.bin): a run's files "
+                                                             "go in a folder of their own"),
+    # a fresh user's pass: an export's folder (its meta.json replaced, the model moved into previous/), a checkout,
+    # config/, a dataset's folder before its prepare.py ran, data/: all took a run's files among their own
+    (lambda out: (out / "config.json").write_text("{}"), "it holds a Hugging Face model (config.json): a run's files "
+                                                         "go in a folder of their own"),
+    (lambda out: (out / "tiny.py").write_text("n_layer = 3\n"), "it holds source code (tiny.py): a run's files go "
+                                                                 "in a folder of their own"),
+    (lambda out: ((out / "shakespeare").mkdir(), (out / "shakespeare" / "prepare.py").write_text("")),
+     f"it holds source code ({os.path.join('shakespeare', 'prepare.py')}): a run's files go in a folder of their own")])
 def test_an_out_dir_the_run_cannot_use_is_one_line_before_any_work(tmp_path, make, why):
     """A folder named log.jsonl in out_dir was a traceback after setup (and left a meta.json); a dataset's
     folder as out_dir had its meta.json replaced by the run's. Refused first, nothing written."""
@@ -1779,3 +1787,11 @@ def test_an_out_dir_the_run_cannot_use_is_one_line_before_any_work(tmp_path, mak
         train.check_out_dir(str(out))
     assert str(e.value) == f"cannot use out_dir={str(out)!r}: {why}"
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_the_checkout_itself_is_no_out_dir(tmp_path):
+    """--out_dir=. from the checkout put checkpoints among the code, where git add -A would commit them."""
+    before = sorted(os.listdir(ROOT))
+    result = run_script("train.py", "--out_dir=.", f"--data_dir={tmp_path}", *TINY, "--max_iters=1", cwd=ROOT)  # no data: nothing trains if the check fails
+    assert_one_line_error(result, 2, "cannot use out_dir='.': it holds source code (bench.py)")
+    assert sorted(os.listdir(ROOT)) == before
