@@ -4,8 +4,8 @@ with the figures of nanoGPT's scaling_laws notebook, and run in miniature on thi
 
     python scaling.py                          # the reproduced figures, in a few milliseconds
     python scaling.py sweep                    # IsoFLOP experiment with train.py (~11 min, 2 cores)
-    python scaling.py sweep --quick            # its first budget only: a minimum, no exponent (139 s measured on
-                                               # 2 quiet cores; 9.4 min when other jobs shared them)
+    python scaling.py sweep --quick            # its first budget only: a minimum, no exponent (67 s measured on
+                                               # 2 cores, 2026-11-25; docs/scaling.md has the earlier timings)
     python scaling.py sweep --out_dir=out-scaling --dataset=shakespeare_char
     python scaling.py --help                   # the sweep's keys, with their defaults
 
@@ -33,7 +33,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
 import numpy as np
 
 from configurator import (HELP, ConfigError, configure, held_work, json_mark, not_ours, png_mark, replacing, run,
-                          spaced_values)
+                          spaced_values, unwritable)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -450,8 +450,11 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
                           "with it; choose another --out_dir")
     try:
         os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:  # a file of that name, a folder on its path that is a file, /proc
+    except OSError as e:  # a file of that name, a folder on its path that is a file, /proc/x
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
+    why = unwritable(out_dir)  # there, but taking no files (/proc, read-only): else train.py fails after the header
+    if why:
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
     for name, mark in (("isoflop.json", json_mark(MARK)), ("isoflop.png", png_mark(MARK))):  # not after the trainings
         why = not_ours(os.path.join(out_dir, name), mark, "scaling.py")
         if why:
@@ -556,7 +559,7 @@ def report():
 
 
 SWEEP = dict(  # the sweep's keys: python scaling.py sweep --key=value
-    quick=False,  # the first budget only, 5 models (139 s on 2 quiet cores, 9.4 min on busy ones): a minimum, no exponent
+    quick=False,  # the first budget only, 5 models (67 s on 2 cores, 2026-11-25): a minimum, no exponent
     out_dir="out-scaling",  # where runs, isoflop.json and isoflop.png go
     dataset="shakespeare_char",  # a char-level dataset prepared under data/
     data_dir="",  # the dataset folder; "": data/<dataset>
