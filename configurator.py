@@ -165,6 +165,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     source = f.read()
             except OSError as e:
                 hint = _meant(arg, defaults)
+                if arg.lstrip("-/").lower() in ("help", "h", "?") and not os.path.exists(arg):  # help, -h, /?
+                    hint = " (did you mean --help?)"
                 if os.path.isdir(arg) and "out_dir" in defaults:  # a run's folder, where --out_dir= was meant
                     hint = f" (a folder, not a config file: did you mean --out_dir={arg}?)"
                 beside = os.path.join(os.path.dirname(os.path.abspath(script)), arg)

@@ -126,6 +126,17 @@ def test_a_config_file_named_short_is_hinted(arg, tmp_path, monkeypatch):
     assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean config/tiny.py?)"
 
 
+@pytest.mark.parametrize("arg", ["help", "HELP", "/?"])
+def test_help_without_dashes_is_hinted_at_help(arg, tmp_path, monkeypatch):
+    """python train.py help: taken for a config file, and hinted at config/eval_gpt2.py, a near name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "eval_gpt2.py").write_text("batch_size = 4\n")
+    with pytest.raises(ConfigError) as caught:
+        configure(DEFAULTS, [arg])
+    assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean --help?)"
+
+
 def test_a_misspelt_config_file_is_not_hinted_at_a_tool(tmp_path, monkeypatch):
     """tny.py: the near names in the current folder are the tools (train.py), never the config meant."""
     monkeypatch.chdir(tmp_path)
