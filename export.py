@@ -348,7 +348,9 @@ def check_replaceable(path, out_dir, overwrite):
     exported, or a folder of the user's own, which rmtree would take with it.
     """
     inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
-    held = "a training run (the one being exported)" if inside else held_work(path, ("a training run",))
+    same = os.path.abspath(path) == os.path.abspath(out_dir)
+    held = (("a training run (the one being exported)" if same else f"the training run being exported, in {out_dir}")
+            if inside else held_work(path, ("a training run",)))
     why = None  # why --overwrite would be refused
     if held:
         why = f"{path} holds {held}: --overwrite replaces only a folder export.py wrote; choose another --folder"

@@ -243,9 +243,12 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
     with pytest.raises(ConfigError, match="not a folder export.py wrote"):
         export.main([*run_args, f"--folder={tmp_path / 'mine'}", "--overwrite=true"])
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
-    for folder in (tmp_path / "run", tmp_path):  # the run itself, and a folder holding it
-        with pytest.raises(ConfigError, match="holds a training run"):
+    # the run itself, and a folder holding it (which was said to hold "a training run (the one being exported)")
+    for folder, held in ((tmp_path / "run", "a training run (the one being exported)"),
+                         (tmp_path, f"the training run being exported, in {tmp_path / 'run'}")):
+        with pytest.raises(ConfigError) as caught:
             export.main([*run_args, f"--folder={folder}", "--overwrite=true"])
+        assert str(caught.value).startswith(f"{folder} holds {held}: --overwrite replaces only a folder export.py wrote")
     write_run(tmp_path / "other", meta)
     with pytest.raises(ConfigError, match=r"holds a training run \(ckpt.pt\)"):
         export.main([*run_args, f"--folder={tmp_path / 'other'}", "--overwrite=true"])
