@@ -427,6 +427,15 @@ def cpu_has_native_bf16():
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+def new_parents(path):
+    """The folders above path that do not exist yet, innermost first (what os.makedirs will make for it)."""
+    parents, parent = [], os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parents.append(parent)
+        parent = os.path.dirname(parent)
+    return parents
+
+
 def unwritable(folder):
     """Why files cannot be written in folder (made first, with its parents, where missing); None if they can."""
     there = folder

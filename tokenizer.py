@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, held_work, library_help, replacing, uninterrupted
+from configurator import ConfigError, held_work, library_help, new_parents, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -134,6 +134,7 @@ def dataset_files(out_dir, meta):
     keeps the files it mapped), never bins of two texts under one meta.json.
     """
     check_dataset_folder(out_dir)
+    made = ([] if os.path.exists(out_dir) else [out_dir]) + new_parents(out_dir)  # innermost first
     os.makedirs(out_dir, exist_ok=True)
     tmps = {}
 
@@ -152,6 +153,9 @@ def dataset_files(out_dir, meta):
         for tmp in tmps.values():
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
+        with contextlib.suppress(OSError):  # the folders this prepare made go again if it stopped before filling them
+            for folder in made:
+                os.rmdir(folder)
 
 
 def write_dataset(out_dir, train_ids, val_ids, meta):

@@ -78,7 +78,7 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, in_use, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, held_work,
-                          keep_freed_memory, resolve_device, run, silence_stdout, unwritable)
+                          keep_freed_memory, new_parents, resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
 from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, write_meta
@@ -688,15 +688,6 @@ def open_out_dir(out_dir, data_dir, meta, resume_iter):
 
 OUT_DIR_LOCKS = {}  # folder -> its open descriptor, locked by this process (main lets them go at its end)
 OUT_DIR_MADE = []  # (out_dir, the new folders above it) this process made: removed at its end if left empty
-
-
-def new_parents(path):
-    """The folders above path that do not exist yet, innermost first (what os.makedirs will make for it)."""
-    parents, parent = [], os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parents.append(parent)
-        parent = os.path.dirname(parent)
-    return parents
 
 
 def claim_out_dir(out_dir):

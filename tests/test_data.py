@@ -121,6 +121,12 @@ def test_a_dataset_rewritten_is_replaced_whole_or_not_at_all(tmp_path):
             np.asarray([1, 0, 1], dtype="uint16").tofile(path("train"))
             raise KeyboardInterrupt  # a Ctrl-C before val.bin
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary left, nothing changed
+    new = tmp_path / "new" / "ds"  # folders the prepare made: they were left behind, empty
+    with pytest.raises(KeyboardInterrupt):
+        with tokenizer.dataset_files(new, tokenizer.char_meta("ab")) as path:
+            np.asarray([1, 0, 1], dtype="uint16").tofile(path("train"))
+            raise KeyboardInterrupt
+    assert not (tmp_path / "new").exists()
     shared = tmp_path / "shared.bin"
     shared.write_bytes(b"mine")
     (folder / "train.bin").unlink()
