@@ -115,26 +115,19 @@ def test_a_config_file_beside_the_script_is_hinted_from_another_folder(tmp_path,
                                  f"mean {os.path.abspath(__file__)}? relative paths are taken from the current folder)")
 
 
-@pytest.mark.parametrize("arg", ["config/tiny", "tiny.py", "tiny", "config/tny.py", "tny.py", "config/tinyy"])
-def test_a_config_file_named_short_is_hinted(arg, tmp_path, monkeypatch):
-    """python train.py tiny.py (or config/tiny): the file it means is config/tiny.py."""
+@pytest.mark.parametrize("arg, meant", [(arg, "config/tiny.py") for arg in
+                                         ("config/tiny", "tiny.py", "tiny", "config/tny.py", "tny.py", "config/tinyy")] +
+                         [(arg, "--help") for arg in ("help", "HELP", "/?")])
+def test_a_config_file_named_short_is_hinted(arg, meant, tmp_path, monkeypatch):
+    """python train.py tiny.py (or config/tiny): the file it means is config/tiny.py. python train.py help
+    was hinted at config/eval_gpt2.py, a near name: it means --help."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "tiny.py").write_text("batch_size = 4\n")
+    for name in ("tiny.py", "eval_gpt2.py"):
+        (tmp_path / "config" / name).write_text("batch_size = 4\n")
     with pytest.raises(ConfigError) as caught:
         configure(DEFAULTS, [arg])
-    assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean config/tiny.py?)"
-
-
-@pytest.mark.parametrize("arg", ["help", "HELP", "/?"])
-def test_help_without_dashes_is_hinted_at_help(arg, tmp_path, monkeypatch):
-    """python train.py help: taken for a config file, and hinted at config/eval_gpt2.py, a near name."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "eval_gpt2.py").write_text("batch_size = 4\n")
-    with pytest.raises(ConfigError) as caught:
-        configure(DEFAULTS, [arg])
-    assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean --help?)"
+    assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean {meant}?)"
 
 
 def test_a_misspelt_config_file_is_not_hinted_at_a_tool(tmp_path, monkeypatch):
