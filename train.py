@@ -1513,7 +1513,9 @@ def train(config, ddp, given, stopper):
         with stopper.held():  # the stop's line says whether this iteration is saved: it must hold either way
             if stop or (not ddp and stopper.signum is not None):  # under DDP only the agreed flag: all drop, or none
                 return drop(before)  # before the optimizer step, as a stop inside the section would
-            if iter_num == start_iter:  # from now a stop saves (under DDP, one heard since the collective too)
+            # from now a stop saves; under DDP, one heard in the few statements since the collective was told
+            # "nothing saved" and will save (closing that window would take another collective)
+            if iter_num == start_iter:
                 stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
         grad_norm, t = None, time.time()
         if grad_clip > 0.0 or iter_num % log_interval == 0:
