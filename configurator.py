@@ -640,7 +640,11 @@ def run(main):
     # job, whose shell ignores it): there Python installs no handler, and kill -INT would do nothing
     before_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        main()
+        try:
+            main()
+        finally:  # inside the handlers below: a Ctrl-C as main returns (freeing a big dataset) lands here
+            signal.signal(signal.SIGTERM, before)
+            signal.signal(signal.SIGINT, before_int)
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
@@ -654,9 +658,6 @@ def run(main):
     except BrokenPipeError:  # stdout piped into a reader that stopped (| head): done, not an error
         silence_stdout()
         sys.exit(0)
-    finally:
-        signal.signal(signal.SIGTERM, before)
-        signal.signal(signal.SIGINT, before_int)
 
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
