@@ -464,6 +464,16 @@ def held_work(folder, kinds=("a training run", "a Hugging Face model", "a datase
                 None)
 
 
+def code_in(folder):
+    """Code in folder, as "source code (train.py)": a Python file (a checkout, config/, a dataset's folder
+    before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
+    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    found = next((e.name for e in entries if e.name.endswith(".py") and e.is_file()), None) or next(
+        (os.path.join(e.name, "prepare.py") for e in entries if e.is_dir() and os.path.isfile(os.path.join(e.path, "prepare.py"))),
+        None)
+    return found and f"source code ({found})"
+
+
 def json_mark(mark):
     """The regex not_ours takes for a JSON file whose first key is "written_by": mark."""
     return rb'\{\s*"written_by": ' + re.escape(json.dumps(mark)).encode()

@@ -32,8 +32,8 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import (HELP, ConfigError, configure, held_work, json_mark, not_ours, png_mark, replacing, run,
-                          spaced_values, unwritable)
+from configurator import (HELP, ConfigError, code_in, configure, held_work, json_mark, not_ours, png_mark, replacing,
+                          run, spaced_values, unwritable)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -444,7 +444,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     jobs = jobs or cores
     threads = max(1, cores // jobs)
     base = [os.path.join(here, "config", "tiny.py")] if os.path.exists(os.path.join(here, "config", "tiny.py")) else []
-    held = held_work(out_dir)
+    held = held_work(out_dir) or code_in(out_dir)  # code: the checkout, config/ (train.py refuses them too)
     if held:  # a later train.py there would move its own run aside and leave the sweep's folders mixed in
         raise ConfigError(f"cannot use out_dir={out_dir!r}: it holds {held}, and the sweep's trainings would mix "
                           "with it; choose another --out_dir")

@@ -77,7 +77,7 @@ from tqdm import tqdm
 
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, in_use, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
-from configurator import (FALSE, TRUE, ConfigError, autocast, config_keys, configure, held_work,
+from configurator import (FALSE, TRUE, ConfigError, autocast, code_in, config_keys, configure, held_work,
                           keep_freed_memory, new_parents, resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
@@ -510,16 +510,6 @@ def check_fits(model_config, batch_size, device_type, processes=1, optimizer="ad
                           f"{size(need)} ({size(acts)} of activations + {size(state)} of weights, gradients and "
                           f"{opt}{each}; sizing.py) but {device_type} has {size(have)} available: "
                           "lower batch_size or block_size")
-
-
-def code_in(folder):
-    """Code in folder, as "source code (train.py)": a Python file (a checkout, config/, a dataset's folder
-    before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
-    entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    found = next((e.name for e in entries if e.name.endswith(".py") and e.is_file()), None) or next(
-        (os.path.join(e.name, "prepare.py") for e in entries if e.is_dir() and os.path.isfile(os.path.join(e.path, "prepare.py"))),
-        None)
-    return found and f"source code ({found})"
 
 
 def check_out_dir(out_dir):

@@ -190,7 +190,9 @@ def test_sweep_runs_do_not_follow_tiny_py(tmp_path):
 
 @pytest.mark.parametrize("name, held", [("ckpt.pt", "a training run (ckpt.pt)"), ("log.jsonl", "a training run (log.jsonl)"),
                                         ("config.json", "a Hugging Face model (config.json)"),
-                                        ("train.bin", "a dataset (train.bin)")])
+                                        ("train.bin", "a dataset (train.bin)"),
+                                        # --out_dir=. or config: the sweep's folders among the code (a fresh user's pass)
+                                        ("tiny.py", "source code (tiny.py)")])
 def test_sweep_refuses_an_out_dir_holding_other_work(tmp_path, name, held):
     """scaling.py sweep --out_dir=out-tiny put its run folders and isoflop.json into the main job's run."""
     data = tmp_path / "data"
