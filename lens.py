@@ -36,7 +36,7 @@ from checkpoint import check_init_from
 from configurator import (ConfigError, autocast, config_keys, configure, not_ours, png_mark, resolve_device, run,
                           unwritable, writing)
 from sample import encode_prompt, load_model, read_prompt
-from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, same_tokenizer, stream_decode
+from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, same_tokenizer, stream_decode, tokenizer_label
 
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | ... | a Hugging Face model folder, as sample.py
@@ -465,15 +465,16 @@ def split_ids(path, meta):
     """The ids of a prepare script's train.bin or val.bin, if the tokenizer beside it (its folder's meta.json,
     or nanoGPT's meta.pkl) is the model's: the same ids must mean the same characters or tokens."""
     folder = os.path.dirname(path) or "."
+    if not os.path.isfile(path):  # before its meta: a folder that is not there has none either
+        raise ConfigError(f"cannot read {path}: {'a folder, not a file' if os.path.isdir(path) else 'no such file'}")
     found = find_meta(folder)
     if not found:
         raise ConfigError(f"no meta.json (or nanoGPT's meta.pkl) in {folder}: without the tokenizer that wrote "
                           f"{os.path.basename(path)}, its ids cannot be read")
     was, source = found
     if not same_tokenizer(was, meta):
-        raise ConfigError(f"{path} is in {source}'s tokenizer ({was['tokenizer']}, vocab {was['vocab_size']}), not "
-                          f"this model's ({meta['tokenizer']}, vocab {meta['vocab_size']}): its ids would mean "
-                          "other characters or tokens")
+        raise ConfigError(f"{path} is in {source}'s tokenizer ({tokenizer_label(was, meta)}), not "
+                          f"this model's ({tokenizer_label(meta)}): its ids would mean other characters or tokens")
     ids = read_bin(path, was)
     if len(ids) and int(ids.max()) >= meta["vocab_size"]:
         raise ConfigError(f"{path} holds id {int(ids.max())}, outside the vocabulary of {meta['vocab_size']}")
@@ -482,7 +483,8 @@ def split_ids(path, meta):
 
 def run_eval(cfg):
     path = cfg["eval"]
-    if not path.endswith(".bin"):
+    split = path.lower().endswith(".bin")
+    if not split:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -492,7 +494,7 @@ def run_eval(cfg):
     if cfg["stride"] > model.config.block_size:
         raise ConfigError(f"stride {cfg['stride']} is longer than block_size {model.config.block_size}: "
                           "tokens between windows would go unscored")
-    ids = split_ids(path, meta) if path.endswith(".bin") else load_tokenizer(meta)[0](text)
+    ids = split_ids(path, meta) if split else load_tokenizer(meta)[0](text)
     if len(ids) < 2:
         raise ConfigError(f"{path} has {len(ids)} token(s): at least two are needed to score one")
     log(loaded)

@@ -268,6 +268,14 @@ def same_tokenizer(a, b):
     return all(a.get(k) == b.get(k) for k in ("tokenizer", "vocab_size", "itos"))
 
 
+def tokenizer_label(meta, other=None):
+    """meta's tokenizer in a few words, "char, vocab 65"; told apart from other's, if given, where the two differ
+    only in which character each id means."""
+    alike = other is not None and all(meta.get(k) == other.get(k) for k in ("tokenizer", "vocab_size")) \
+        and meta.get("itos") != other.get("itos")
+    return f"{meta['tokenizer']}, vocab {meta['vocab_size']}" + (", other characters" if alike else "")
+
+
 def read_bin(path, meta):
     """A split a prepare script wrote (train.bin, val.bin), memory-mapped in its meta's dtype; one-line errors."""
     if not os.path.isfile(path):

@@ -81,7 +81,7 @@ from configurator import (FALSE, TRUE, ConfigError, autocast, code_in, config_ke
                           keep_freed_memory, new_parents, resolve_device, run, silence_stdout, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
-from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, write_meta
+from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, tokenizer_label, write_meta
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
@@ -438,9 +438,8 @@ def check_same_tokenizer(folder, data_dir, meta, key):
         was = read_meta(folder)
         if not same_tokenizer(was, meta):
             source = (find_meta(data_dir) or (None, data_dir))[1]  # meta.json, or nanoGPT's meta.pkl
-            raise ConfigError(f"{key}: {source} ({meta['tokenizer']}, vocab {meta['vocab_size']}) "
-                              f"is not the tokenizer this model was trained with ({folder}/meta.json: "
-                              f"{was['tokenizer']}, vocab {was['vocab_size']})")
+            raise ConfigError(f"{key}: {source} ({tokenizer_label(meta, was)}) is not the tokenizer this model was "
+                              f"trained with ({folder}/meta.json: {tokenizer_label(was)})")
 
 
 def adopt_checkpoint_model(config, given):

@@ -240,6 +240,8 @@ def test_eval_of_a_datasets_split_is_the_eval_of_its_text(out_dir, tmp_path, cap
     r_bin = lens.main([f"--out_dir={out_dir}", f"--eval={data / 'val.bin'}", "--stride=16"])
     r_txt = lens.main([f"--out_dir={out_dir}", f"--eval={tmp_path / 'val.txt'}", "--stride=16"])
     assert r_bin == r_txt and r_bin["tokens"] == 173 and r_bin["bytes"] == 182
+    (data / "val.bin").rename(data / "VAL.BIN")  # the name's case: it was read as a text file
+    assert lens.main([f"--out_dir={out_dir}", f"--eval={data / 'VAL.BIN'}", "--stride=16"]) == r_bin
     assert f"{data / 'val.bin'}: 173 tokens scored (char), 182 UTF-8 bytes" in capsys.readouterr().out
 
 
@@ -257,11 +259,16 @@ def bad_split_cases(out_dir, tmp_path):
             tokenizer.write_meta(folder, dict(meta, dtype="uint16"))
         cases[name] = [f"--out_dir={out_dir}", f"--eval={folder / 'val.bin'}"]
     return {"no meta": (cases["no meta"], "no meta.json (or nanoGPT's meta.pkl) in"),
-            "other vocabulary": (cases["other vocabulary"], "not this model's (char, vocab 63): its ids would mean other"),
+            # the same size, other characters: it read "(char, vocab 63), not this model's (char, vocab 63)"
+            "other vocabulary": (cases["other vocabulary"], "tokenizer (char, vocab 63, other characters), not this "
+                                                            "model's (char, vocab 63): its ids would mean other"),
             "half a token": (cases["half a token"], "is 3 bytes, not a whole number of uint16 tokens"),
             "id past the vocabulary": (cases["id past the vocabulary"], "holds id 255, outside the vocabulary of 63"),
             "missing split": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'half_a_token' / 'train.bin'}"],
-                              "no train.bin in")}
+                              f"cannot read {tmp_path / 'half_a_token' / 'train.bin'}: no such file"),
+            # in a folder that is not there: it said the folder had no meta.json
+            "missing folder": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'nope' / 'val.bin'}"],
+                               f"cannot read {tmp_path / 'nope' / 'val.bin'}: no such file")}
 
 
 def test_bad_splits_are_one_line(out_dir, tmp_path, capsys):
