@@ -37,12 +37,19 @@ ALIASES = {"lr": "learning_rate", "num_layers": "n_layer", "num_heads": "n_head"
            "wd": "weight_decay", "grad_accum": "gradient_accumulation_steps"}
 
 
+def means_help(arg):
+    """Whether a word on the command line was meant as --help: help, -help, /?, --hlep."""
+    word = arg.lstrip("-/").lower()
+    return word in ("help", "h", "?") or (arg.startswith("--") and bool(difflib.get_close_matches(word, ["help"], n=1)))
+
+
 def _unknown(key, defaults, where, in_file=False):
     low = key.lower()  # --LR, --Batch_Size
     close = ([low] if low in defaults else [ALIASES[low]] if ALIASES.get(low) in defaults else
              difflib.get_close_matches(key, defaults, n=1))
     hint = f" (did you mean {close[0]}?)" if close else \
-        f" (a variable of the file's own: name it _{key}, and it is left alone)" if in_file else ""
+        f" (a variable of the file's own: name it _{key}, and it is left alone)" if in_file else \
+        " (did you mean --help?)" if means_help("--" + key) else ""
     return ConfigError(f"unknown config key '{key}' {where}{hint}")
 
 
@@ -158,14 +165,15 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
     typed, undone = {}, []  # --key=value typed so far; those a config file after them set again
     for i, arg in enumerate(argv):
         if not arg.startswith("--") and not files:
-            raise ConfigError(f"expected --key=value, got '{arg}'{_meant(arg, defaults)}")
+            hint = " (did you mean --help?)" if means_help(arg) else _meant(arg, defaults)
+            raise ConfigError(f"expected --key=value, got '{arg}'{hint}")
         if not arg.startswith("--"):
             try:
                 with open(arg, encoding="utf-8") as f:
                     source = f.read()
             except OSError as e:
                 hint = _meant(arg, defaults)
-                if arg.lstrip("-/").lower() in ("help", "h", "?") and not os.path.exists(arg):  # help, -h, /?
+                if means_help(arg) and not os.path.exists(arg):  # help, /?
                     hint = " (did you mean --help?)"
                 if os.path.isdir(arg) and "out_dir" in defaults:  # a run's folder, where --out_dir= was meant
                     hint = f" (a folder, not a config file: did you mean --out_dir={arg}?)"
@@ -467,6 +475,8 @@ def held_work(folder, kinds=("a training run", "a Hugging Face model", "a datase
 def code_in(folder):
     """Code in folder, as "source code (train.py)": a Python file (a checkout, config/, a dataset's folder
     before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
+    if not os.path.isdir(folder):  # not made yet: nothing in it
+        return None
     entries = sorted(os.scandir(folder), key=lambda e: e.name)
     found = next((e.name for e in entries if e.name.endswith(".py") and e.is_file()), None) or next(
         (os.path.join(e.name, "prepare.py") for e in entries if e.is_dir() and os.path.isfile(os.path.join(e.path, "prepare.py"))),

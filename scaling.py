@@ -32,8 +32,8 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import (HELP, ConfigError, code_in, configure, held_work, json_mark, not_ours, png_mark, replacing,
-                          run, spaced_values, unwritable)
+from configurator import (HELP, ConfigError, code_in, configure, held_work, json_mark, means_help, not_ours, png_mark,
+                          replacing, run, spaced_values, unwritable)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -571,7 +571,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     sweeping = argv[:1] == ["sweep"]
     if argv and not sweeping and not any(a in HELP for a in argv):
-        hint = (" (did you mean sweep?)" if difflib.get_close_matches(argv[0], ["sweep"]) else
+        hint = (" (did you mean --help?)" if means_help(argv[0]) else
+                " (did you mean sweep?)" if difflib.get_close_matches(argv[0], ["sweep"]) else
                 f" (did you mean sweep {argv[0]}?)" if argv[0].startswith("--") else "")
         raise ConfigError(f"scaling.py takes no arguments (the figures), or sweep and its --key=value; "
                           f"got '{argv[0]}'{hint}")

@@ -130,6 +130,17 @@ def test_a_config_file_named_short_is_hinted(arg, meant, tmp_path, monkeypatch):
     assert str(caught.value) == f"cannot read config file {arg}: No such file or directory (did you mean {meant}?)"
 
 
+def test_help_misspelt_or_without_dashes_is_hinted_at_help():
+    """--hlep was 'unknown config key' with no hint; help to a script that takes no config files (prepare.py),
+    'expected --key=value'. Both mean --help; a key spelt near a real one is still hinted at that key."""
+    for args, files, message in ((["--hlep"], True, "unknown config key 'hlep' on the command line (did you mean --help?)"),
+                                 (["help"], False, "expected --key=value, got 'help' (did you mean --help?)"),
+                                 (["--batch_sise=2"], True, "unknown config key 'batch_sise' on the command line (did you mean batch_size?)")):
+        with pytest.raises(ConfigError) as caught:
+            configure(DEFAULTS, args, files=files)
+        assert str(caught.value) == message
+
+
 def test_a_misspelt_config_file_is_not_hinted_at_a_tool(tmp_path, monkeypatch):
     """tny.py: the near names in the current folder are the tools (train.py), never the config meant."""
     monkeypatch.chdir(tmp_path)
