@@ -285,15 +285,19 @@ def check_init_from(name, modes):
 def model_from_pretrained(name_or_path, dropout=0.0):
     """
     The GPT that --init_from names: GPT-2 from the hub or a GPT-2 folder (model_from_gpt2, through
-    transformers), or an Arcee folder as export.py writes it (read here). Other folders: a ValueError.
+    transformers), or an Arcee folder as export.py writes it (read here). Other folders, and any folder that
+    cannot be read: a ValueError (ImportError without transformers, OSError without the weights or network).
     """
     kind = folder_config(name_or_path).get("model_type") if os.path.isdir(name_or_path) else "gpt2"
-    if kind == "arcee":
-        return model_from_arcee(name_or_path, dropout)
-    if kind not in ("gpt2", None):  # None: no config.json, model_from_gpt2 says what is missing
+    if kind not in ("gpt2", "arcee", None):  # None: no config.json, model_from_gpt2 says what is missing
         raise ValueError(f"{name_or_path} holds a {kind!r} model: glassgpt reads back GPT-2 and Arcee folders "
                          "(what export.py writes)")
-    return model_from_gpt2(name_or_path, dropout)
+    try:
+        return (model_from_arcee if kind == "arcee" else model_from_gpt2)(name_or_path, dropout)
+    except (ImportError, OSError, ValueError, ConfigError):
+        raise
+    except Exception as e:  # whatever else transformers or safetensors raise on a folder they cannot read
+        raise ValueError(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
 
 
 def model_from_gpt2(name_or_path, dropout=0.0):

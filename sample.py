@@ -75,10 +75,8 @@ def load_model(cfg):
     else:
         try:
             model = model_from_pretrained(name)
-        except (ImportError, OSError, ValueError) as e:  # no transformers, no network, not a GPT-2 or Arcee folder
+        except (ImportError, OSError, ValueError) as e:  # no transformers, no network, a folder it cannot read
             raise ConfigError(f"cannot load {name}: {str(e).splitlines()[0][:300]}") from None
-        except Exception as e:  # whatever else transformers raises on a folder it cannot read: one line too
-            raise ConfigError(f"cannot load {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
         # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
         found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
         meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")

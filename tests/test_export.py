@@ -561,6 +561,23 @@ def test_a_folder_whose_weights_would_run_code_is_refused_in_one_line(tmp_path, 
     assert "weights_only" not in result.stderr and not marker.exists()
 
 
+@pytest.mark.parametrize("script", ["train.py", "sample.py"])
+def test_a_folder_with_corrupt_weights_is_one_line(tmp_path, script):
+    """A model.safetensors cut short (a copy that failed): safetensors' own error escaped train.py as a
+    traceback (sample.py caught it). model_from_pretrained now turns it into a ValueError for both."""
+    folder = tmp_path / "cut"
+    transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=65, n_positions=32).save_pretrained(folder)
+    (folder / "model.safetensors").write_bytes(b"\x08")
+    tokenizer.write_dataset(tmp_path / "data", [i % 65 for i in range(3000)], [i % 7 for i in range(500)],
+                            tokenizer.char_meta(CHARS))
+    more = [f"--data_dir={tmp_path / 'data'}", f"--out_dir={tmp_path / 'tuned'}", "--block_size=16",
+            "--max_iters=1", "--compile=false"] if script == "train.py" else ["--max_new_tokens=2"]
+    result = run_script(script, f"--init_from={folder}", "--device=cpu", *more)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert f"{folder}): SafetensorError: " in result.stderr or f"{folder}: SafetensorError: " in result.stderr
+    assert not (tmp_path / "tuned").exists()
+
+
 def test_train_refuses_a_folder_with_another_vocabulary(tmp_path):
     """The folder's meta.json is the model's char vocabulary: a dataset whose ids mean other characters is refused."""
     meta = tokenizer.char_meta(CHARS)
