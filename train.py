@@ -518,13 +518,15 @@ def check_out_dir(out_dir):
     if not why and os.path.isdir(out_dir):
         there = lambda name: os.path.join(out_dir, name)  # noqa: E731
         odd = [n for n in RUN_FILES if os.path.lexists(there(n)) and not os.path.isfile(there(n))]
+        other = held_work(out_dir, ("a dataset", "a Hugging Face model"))  # whose meta.json would be the run's
+        if not other and not held_work(out_dir, ("a training run",)):  # a run's folder may keep its config.py
+            other = code_in(out_dir)
         if odd:  # a folder (or a broken link) where the run writes a file of its own
             why = f"its {odd[0]} is not a file, and a run writes its own {odd[0]} there"
         elif os.path.lexists(there("previous")) and not os.path.isdir(there("previous")):
             why = "its previous is not a folder, and an earlier run there moves into previous/"
-        elif held_work(out_dir, ("a dataset", "a Hugging Face model")) or code_in(out_dir):  # its meta.json would be the run's
-            why = f"it holds {held_work(out_dir, ('a dataset', 'a Hugging Face model')) or code_in(out_dir)}: " \
-                  "a run's files go in a folder of their own"
+        elif other:
+            why = f"it holds {other}: a run's files go in a folder of their own"
     if why:
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
 

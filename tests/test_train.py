@@ -1789,6 +1789,17 @@ def test_an_out_dir_the_run_cannot_use_is_one_line_before_any_work(tmp_path, mak
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_a_runs_folder_that_keeps_its_config_file_is_still_its_out_dir(tmp_path):
+    """The refusal of folders with code must not lock a user out of their own run, kept with its config.py."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "my_config.py").write_text("n_layer = 2\n")
+    with pytest.raises(ConfigError, match=r"source code \(my_config.py\)"):  # no run there yet: refused
+        train.check_out_dir(str(out))
+    (out / "ckpt.pt").write_bytes(b"")
+    train.check_out_dir(str(out))  # a run's folder: its config.py is the user's own, beside it
+
+
 def test_the_checkout_itself_is_no_out_dir(tmp_path):
     """--out_dir=. from the checkout put checkpoints among the code, where git add -A would commit them."""
     before = sorted(os.listdir(ROOT))
