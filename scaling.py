@@ -448,6 +448,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     if held:  # a later train.py there would move its own run aside and leave the sweep's folders mixed in
         raise ConfigError(f"cannot use out_dir={out_dir!r}: it holds {held}, and the sweep's trainings would mix "
                           "with it; choose another --out_dir")
+    made = not os.path.exists(out_dir)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:  # a file of that name, a folder on its path that is a file, /proc/x
@@ -495,7 +496,14 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
                   f"val_loss {r['val_loss']:.4f} ({seconds:.0f}s)", flush=True)
     except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
         trainings.stop(pool)
-        print(f"interrupted: finished trainings are kept in {out_dir} and reused when the sweep runs again",
+        kept = sum("val_loss" in r for r in runs)  # reused or finished now; none said "kept" when none was
+        if made:
+            try:  # the folder it made, if nothing started in it
+                os.rmdir(out_dir)
+            except OSError:
+                pass
+        print(f"interrupted: {kept} of {len(runs)} trainings finished" +
+              (f", kept in {out_dir} and reused when the sweep runs again" if kept else ""),
               file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     finally:
