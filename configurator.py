@@ -444,6 +444,14 @@ def new_parents(path):
     return parents
 
 
+def remove_empty(folders):
+    """Remove folders a command made (innermost first) while they are empty: rmdir takes only an empty one,
+    and the first one kept stops the climb."""
+    with suppress(OSError):
+        for folder in folders:
+            os.rmdir(folder)
+
+
 def unwritable(folder):
     """Why files cannot be written in folder (made first, with its parents, where missing); None if they can."""
     there = folder

@@ -33,7 +33,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
 import numpy as np
 
 from configurator import (HELP, ConfigError, code_in, configure, held_work, json_mark, means_help, not_ours, png_mark,
-                          replacing, run, spaced_values, unwritable)
+                          remove_empty, replacing, run, spaced_values, unwritable)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -497,11 +497,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
         trainings.stop(pool)
         kept = sum("val_loss" in r for r in runs)  # reused or finished now; none said "kept" when none was
-        if made:
-            try:  # the folder it made, if nothing started in it
-                os.rmdir(out_dir)
-            except OSError:
-                pass
+        if made:  # the folder it made, if nothing started in it
+            remove_empty([out_dir])
         print(f"interrupted: {kept} of {len(runs)} trainings finished" +
               (f", kept in {out_dir} and reused when the sweep runs again" if kept else ""),
               file=sys.stderr, flush=True)

@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, held_work, library_help, new_parents, replacing, uninterrupted
+from configurator import ConfigError, held_work, library_help, new_parents, remove_empty, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -153,9 +153,7 @@ def dataset_files(out_dir, meta):
         for tmp in tmps.values():
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
-        with contextlib.suppress(OSError):  # the folders this prepare made go again if it stopped before filling them
-            for folder in made:
-                os.rmdir(folder)
+        remove_empty(made)  # the folders this prepare made go again if it stopped before filling them
 
 
 def write_dataset(out_dir, train_ids, val_ids, meta):

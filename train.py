@@ -78,7 +78,8 @@ from tqdm import tqdm
 from checkpoint import (check_init_from, checkpoint_summary, current_model_args, in_use, is_export, is_nanogpt,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, code_in, config_keys, configure, held_work,
-                          keep_freed_memory, new_parents, resolve_device, run, silence_stdout, unwritable)
+                          keep_freed_memory, new_parents, remove_empty, resolve_device, run, silence_stdout,
+                          unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
 from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, tokenizer_label, write_meta
@@ -728,9 +729,7 @@ def release_out_dirs():
     the folder it made to the run that holds it.)"""
     for folder, parents in OUT_DIR_MADE:
         if os.path.realpath(folder) in OUT_DIR_LOCKS:
-            with suppress(OSError):  # rmdir removes only an empty folder; the first one kept stops the climb
-                for made in [folder] + parents:
-                    os.rmdir(made)
+            remove_empty([folder] + parents)
     while OUT_DIR_LOCKS:
         os.close(OUT_DIR_LOCKS.popitem()[1])  # closing the folder's descriptor lets its lock go
 
