@@ -294,7 +294,7 @@ def model_from_pretrained(name_or_path, dropout=0.0):
                          "(what export.py writes)")
     try:
         return (model_from_arcee if kind == "arcee" else model_from_gpt2)(name_or_path, dropout)
-    except (ImportError, OSError, ValueError, ConfigError):
+    except (ImportError, OSError, ValueError):  # said well already (a ConfigError is a ValueError)
         raise
     except Exception as e:  # whatever else transformers or safetensors raise on a folder they cannot read
         raise ValueError(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
