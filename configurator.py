@@ -466,7 +466,7 @@ def unwritable(folder):
         with tempfile.TemporaryFile(dir=there):
             return None
     except OSError as e:
-        return f"{there} takes no files ({e.strerror or e})"
+        return f"{there} takes no files (making one there failed: {e.strerror or e})"
 
 
 WORK = (("ckpt.pt", "a training run"), ("best.pt", "a training run"), ("log.jsonl", "a training run"),

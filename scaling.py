@@ -448,14 +448,14 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     if held:  # a later train.py there would move its own run aside and leave the sweep's folders mixed in
         raise ConfigError(f"cannot use out_dir={out_dir!r}: it holds {held}, and the sweep's trainings would mix "
                           "with it; choose another --out_dir")
+    why = unwritable(out_dir)  # a file on its path, or a folder taking no files (/proc, read-only): train.py's check
+    if why:
+        raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
     made = not os.path.exists(out_dir)
     try:
         os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:  # a file of that name, a folder on its path that is a file, /proc/x
+    except OSError as e:  # gone or changed since the check
         raise ConfigError(f"cannot use out_dir={out_dir!r}: {e.strerror or e}") from None
-    why = unwritable(out_dir)  # there, but taking no files (/proc, read-only): else train.py fails after the header
-    if why:
-        raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}")
     for name, mark in (("isoflop.json", json_mark(MARK)), ("isoflop.png", png_mark(MARK))):  # not after the trainings
         why = not_ours(os.path.join(out_dir, name), mark, "scaling.py")
         if why:

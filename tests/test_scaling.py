@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,11 +219,15 @@ def test_sweep_out_dir_it_cannot_make_is_one_line(tmp_path):
                                                 "itos": [chr(65 + i) for i in range(8)]}))
     (tmp_path / "file").write_text("mine")
     # and a folder that is there but takes no files (/proc): the header came first, then train.py's error, exit 1
-    takes_none = ["/proc"] if os.path.isdir("/proc/self") else []
-    for out_dir in (tmp_path / "file", tmp_path / "file" / "sub", *takes_none):
+    # (the file said "File exists", /proc "(No such file or directory)": now what is wrong with each)
+    why = {tmp_path / "file": f"{tmp_path / 'file'} is not a folder",
+           tmp_path / "file" / "sub": f"{tmp_path / 'file'} is not a folder"}
+    if os.path.isdir("/proc/self"):
+        why[Path("/proc")] = "/proc takes no files (making one there failed: "
+    for out_dir, said in why.items():
         p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
                             f"--data_dir={data}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert (p.returncode, p.stdout) == (2, "") and p.stderr.startswith(f"error: cannot use out_dir='{out_dir}': ")
+        assert (p.returncode, p.stdout) == (2, "") and p.stderr.startswith(f"error: cannot use out_dir='{out_dir}': {said}")
         assert p.stderr.count("\n") == 1, p.stderr
     assert (tmp_path / "file").read_text() == "mine"
 
