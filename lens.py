@@ -465,8 +465,10 @@ def split_ids(path, meta):
     """The ids of a prepare script's train.bin or val.bin, if the tokenizer beside it (its folder's meta.json,
     or nanoGPT's meta.pkl) is the model's: the same ids must mean the same characters or tokens."""
     folder = os.path.dirname(path) or "."
-    if not os.path.isfile(path):  # before its meta: a folder that is not there has none either
-        raise ConfigError(f"cannot read {path}: {'a folder, not a file' if os.path.isdir(path) else 'no such file'}")
+    try:  # before its meta: a folder that is not there has none either (said in the words a text file's would be)
+        open(path, "rb").close()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     found = find_meta(folder)
     if not found:
         raise ConfigError(f"no meta.json (or nanoGPT's meta.pkl) in {folder}: without the tokenizer that wrote "

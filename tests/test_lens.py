@@ -258,6 +258,7 @@ def bad_split_cases(out_dir, tmp_path):
         if meta:
             tokenizer.write_meta(folder, dict(meta, dtype="uint16"))
         cases[name] = [f"--out_dir={out_dir}", f"--eval={folder / 'val.bin'}"]
+    (tmp_path / "half_a_token" / "x.bin").mkdir()
     return {"no meta": (cases["no meta"], "no meta.json (or nanoGPT's meta.pkl) in"),
             # the same size, other characters: it read "(char, vocab 63), not this model's (char, vocab 63)"
             "other vocabulary": (cases["other vocabulary"], "tokenizer (char, vocab 63, other characters), not this "
@@ -265,10 +266,15 @@ def bad_split_cases(out_dir, tmp_path):
             "half a token": (cases["half a token"], "is 3 bytes, not a whole number of uint16 tokens"),
             "id past the vocabulary": (cases["id past the vocabulary"], "holds id 255, outside the vocabulary of 63"),
             "missing split": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'half_a_token' / 'train.bin'}"],
-                              f"cannot read {tmp_path / 'half_a_token' / 'train.bin'}: no such file"),
+                              f"cannot read {tmp_path / 'half_a_token' / 'train.bin'}: No such file or directory"),
+            # a text file's said "No such file or directory", a split's "no such file": one wording now
+            "missing text": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'half_a_token' / 'train.txt'}"],
+                             f"cannot read {tmp_path / 'half_a_token' / 'train.txt'}: No such file or directory"),
+            "folder split": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'half_a_token' / 'x.bin'}"],
+                             f"cannot read {tmp_path / 'half_a_token' / 'x.bin'}: Is a directory"),
             # in a folder that is not there: it said the folder had no meta.json
             "missing folder": ([f"--out_dir={out_dir}", f"--eval={tmp_path / 'nope' / 'val.bin'}"],
-                               f"cannot read {tmp_path / 'nope' / 'val.bin'}: no such file")}
+                               f"cannot read {tmp_path / 'nope' / 'val.bin'}: No such file or directory")}
 
 
 def test_bad_splits_are_one_line(out_dir, tmp_path, capsys):
