@@ -252,8 +252,11 @@ def folder_config(folder):
     path = os.path.join(folder, "config.json")
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:  # named here: the JSON error alone does not say which file it read
+        raise ValueError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not a JSON object")
     return config

@@ -494,6 +494,13 @@ def test_arcee_refusal_is_one_line_from_sample_py(tmp_path):
     assert result.stderr.count("\n") == 1 and "rope_type='yarn'" in result.stderr, result.stderr
 
 
+def test_a_malformed_config_json_is_named(tmp_path):
+    """A config.json cut short: the JSON error alone ("Expecting property name ...") did not say which file."""
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2",')
+    with pytest.raises(ValueError, match=re.escape(f"cannot read {tmp_path / 'config.json'}: Expecting property name")):
+        model_from_pretrained(str(tmp_path))
+
+
 def test_other_architectures_are_refused_not_loaded_as_gpt2(tmp_path):
     """A Llama folder (a gated MLP glassgpt has no switch for) is one clear error: GPT-2's loader would
     otherwise read it as GPT-2, its weights left random."""
