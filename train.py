@@ -1151,101 +1151,389 @@ def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back):
 
 
 def train(config, ddp, given, stopper):
-    rank = dist.get_rank() if ddp else 0
-    world_size = dist.get_world_size() if ddp else 1
-    master = rank == 0  # only this process prints and writes files
-    if master and not eval_only:  # a run training there now: refused before any work or line
-        claim_out_dir(out_dir)
-    accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
-    tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
-    device_type = set_up_device(ddp, rank, world_size)
+    """One training run, start to end. Returns the signal this process was stopped by, if any."""
+    job = Run(config, ddp, given, stopper)
+    job.announce()
+    job.prepare_out_dir()
+    try:  # a lost DDP process ends the loop in a collective: what this one holds is saved first
+        job.loop()
+    except RuntimeError as e:
+        if not (ddp and PEER_GONE.search(str(e))):
+            raise
+        job.bar.close()
+        raise SystemExit(peer_gone(e, job.save_alone())) from None
+    return job.finish()
 
-    # data: the bins are opened once and read by slicing; each split must hold one window
-    ensure_data(data_dir, master, ddp)
-    train_data, val_data, meta = load_data(data_dir, block_size)
-    splits = {"train": train_data, "val": val_data}
-    eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in splits.items()}
 
-    # model
-    raw_model, ckpt = build_model(config, given, meta, device_type)
-    globals()["dtype"] = config["dtype"] = auto_dtype(config, given, raw_model.config.n_embd)  # its own width
-    ctx = autocast(device_type, dtype)
-    nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
-    iter_num = ckpt["iter_num"] if ckpt else 0
-    best_val_loss = float(ckpt["best_val_loss"]) if ckpt else float("inf")  # nanoGPT's is a tensor
-    changed = schedule_changes(config, ckpt.get("config") or {}) if ckpt else []
-    # seconds of training steps so far, agreed by all processes: what max_seconds counts
-    trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
-    if changed:  # where the lr lands matters most: a time budget dropped sends it back up the cosine
-        lrs = [scheduled_lr(c, iter_num, trained) for c in (config, {**config, **ckpt["config"]})]
-        if not math.isclose(*lrs, rel_tol=0.01):
-            changed.append(f"so the lr at iter {iter_num} is {lrs[0]:.2e}, where the run's own schedule has {lrs[1]:.2e}")
-    # (in here, optimizer is the object; the config key's value is config["optimizer"])
-    optimizer, scaler, sampler, lr_scales = build_optimizer(raw_model, ckpt, config, device_type)
+class Run:
+    """
+    One training run on this process: its data, model and optimizer, and the state its parts share (where
+    the loop is, what out_dir holds, what a stop saves). train() calls them in order: __init__ (everything
+    built, nothing written yet), announce, prepare_out_dir, loop, finish. Config keys are the module's globals,
+    as in nanoGPT; config (the dict) is what a checkpoint records.
+    """
 
-    def to_device(*tensors):
-        if device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
+    def __init__(self, config, ddp, given, stopper):
+        self.config, self.ddp, self.stopper = config, ddp, stopper
+        self.rank = dist.get_rank() if ddp else 0
+        self.world_size = dist.get_world_size() if ddp else 1
+        self.master = self.rank == 0  # only this process prints and writes files
+        if self.master and not eval_only:  # a run training there now: refused before any work or line
+            claim_out_dir(out_dir)
+        self.accum = gradient_accumulation_steps // self.world_size  # micro-batches per process per iteration
+        self.tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+        self.device_type = set_up_device(ddp, self.rank, self.world_size)
+
+        # data: the bins are opened once and read by slicing; each split must hold one window
+        ensure_data(data_dir, self.master, ddp)
+        train_data, val_data, self.meta = load_data(data_dir, block_size)
+        self.splits = {"train": train_data, "val": val_data}
+        self.eval_windows = {s: eval_starts(len(d), block_size, eval_iters * batch_size) for s, d in self.splits.items()}
+
+        ckpt = self.build(config, given)
+        self.t0 = time.time()
+        self.model = self.raw_model
+        if compile:
+            if self.master:  # else nothing shows for the 20 s to a minute it takes on a CPU
+                print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-30 s, "
+                      "about a minute with other jobs on the cores", flush=True)
+            x, y = self.to_device(*get_windows(train_data, self.eval_windows["train"][:batch_size], block_size))
+            self.model = compiled_or_eager(self.raw_model, x, y, self.ctx, self.device_type)
+        self.train_model = self.model
+        if ddp:  # averages the gradients across processes during backward
+            self.train_model = DDP(self.model, device_ids=[torch.cuda.current_device()] if self.device_type == "cuda" else None)
+        self.wandb_run = start_wandb(config) if wandb_log and self.master else None
+        self.restore_rng(ckpt)  # last, so that nothing above consumes the restored random numbers
+
+        # what the later parts fill in
+        self.start_iter, self.opt_seconds = self.iter_num, 0.0
+        self.in_flight = None  # an iteration's start state, while it may still be dropped
+        self.ckpt_iter = self.iter_num if init_from == "resume" else None  # the iteration out_dir/ckpt.pt holds
+        self.log_file, self.log_was, self.moved, self.moved_to = None, "", None, None
+        self.logged_eval = None  # a resume's iteration whose eval the earlier run logged
+        self.wrote = []  # the files a new run adds to out_dir: a run that trains nothing takes them away again
+        self.bar, self.spent, self.stop = None, None, False
+
+    def build(self, config, given):
+        """The model, its dtype, the optimizer, and where a resumed run stands. Returns the checkpoint (or None)."""
+        self.raw_model, ckpt = build_model(config, given, self.meta, self.device_type)
+        globals()["dtype"] = config["dtype"] = auto_dtype(config, given, self.raw_model.config.n_embd)  # its own width
+        self.ctx = autocast(self.device_type, dtype)
+        self.nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
+        self.iter_num = ckpt["iter_num"] if ckpt else 0
+        self.best_val_loss = float(ckpt["best_val_loss"]) if ckpt else float("inf")  # nanoGPT's is a tensor
+        self.changed = schedule_changes(config, ckpt.get("config") or {}) if ckpt else []
+        # seconds of training steps so far, agreed by all processes: what max_seconds counts
+        self.trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
+        if self.changed:  # where the lr lands matters most: a time budget dropped sends it back up the cosine
+            lrs = [scheduled_lr(c, self.iter_num, self.trained) for c in (config, {**config, **ckpt["config"]})]
+            if not math.isclose(*lrs, rel_tol=0.01):
+                self.changed.append(f"so the lr at iter {self.iter_num} is {lrs[0]:.2e}, where the run's own "
+                                    f"schedule has {lrs[1]:.2e}")
+        # (here optimizer is the object; the config key's value is config["optimizer"])
+        self.optimizer, self.scaler, self.sampler, self.lr_scales = build_optimizer(self.raw_model, ckpt, config,
+                                                                                    self.device_type)
+        return ckpt
+
+    def restore_rng(self, ckpt):
+        if ckpt is None or "rng" not in ckpt:
+            return
+        if len(ckpt["rng"]["torch"]) == self.world_size:
+            set_rng_state({k: v[self.rank] for k, v in ckpt["rng"].items()}, self.device_type)
+        elif self.master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
+            print(f"warning: the checkpoint holds the random state of {len(ckpt['rng']['torch'])} process(es), "
+                  f"this run has {self.world_size}: dropout draws new random numbers (the data order still continues "
+                  "exactly)", file=sys.stderr)
+
+    def announce(self):
+        """The run's first lines: what it trains, on what, from where."""
+        if self.master and decay_lr and min_lr > learning_rate and not eval_only:  # get_lr floors it at the peak
+            print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
+                  f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
+        total = self.raw_model.get_num_params(non_embedding=False)
+        counted = non_embedding_label(self.raw_model.config)
+        train_data, val_data = self.splits.values()
+        self.say(f"{total:,} parameters ({counted}) | vocab {self.meta['vocab_size']} ({self.meta['tokenizer']}) | "
+                 f"train {len(train_data):,} tokens, val {len(val_data):,}")
+        threads, n = torch.get_num_threads(), self.world_size
+        self.say(f"{init_from} at iter {self.iter_num} | {device} {dtype}{' compiled' if self.model is not self.raw_model else ''} | "
+                 f"{n} process{'es' * (n > 1)} x {threads} thread{'s' * (threads > 1)} | "
+                 f"{self.tokens_per_iter:,} tokens per iteration")
+        if self.changed and not eval_only:  # resume takes the schedule from this command: said, so a change is not silent
+            self.say(f"resume: this command's schedule differs from the run's: {', '.join(self.changed)}; to continue "
+                     "the run's own, pass its values")
+
+    def prepare_out_dir(self):
+        """
+        out_dir (rank 0), last before training: an earlier run there moves aside, then meta.json and log.jsonl
+        (eval_only writes nothing). From then until the first iteration a stop has nothing new to save (a new
+        run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
+        puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
+        """
+        log_path = os.path.join(out_dir, "log.jsonl")
+        with self.stopper.held():
+            if self.master and not eval_only:
+                if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
+                    with open(log_path) as f:
+                        self.log_was = f.read()
+                if init_from != "resume":
+                    self.wrote = [n for n in ("log.jsonl", "meta.json") if not os.path.exists(os.path.join(out_dir, n))]
+                self.log_file, self.moved, self.moved_to, self.logged_eval = open_out_dir(
+                    out_dir, data_dir, self.meta, self.iter_num if init_from == "resume" else None)
+            self.stopper.armed = ("nothing to save (eval_only)" if eval_only else
+                                  f"nothing trained since {out_dir}/ckpt.pt (iter {self.iter_num}), which stays as it was"
+                                  if init_from == "resume" else "nothing trained yet, nothing saved" +
+                                  (f"; the earlier run goes back from {self.moved_to} into {out_dir}" if self.moved_to else ""))
+        if self.moved:
+            self.say(self.moved)
+        if self.nanogpt and self.master and not eval_only:
+            kept_as = keep_nanogpt_checkpoint(out_dir)
+            print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
+                  "data-order state, so training continues from its weights and optimizer but not exactly as "
+                  "the original run would have", file=sys.stderr)
+
+    # ------------------------------------------------------------------ the loop
+
+    def loop(self):
+        """Evaluate (and checkpoint) every eval_interval iterations and at the end, train in between, until
+        max_iters, the time budget, or a stop."""
+        self.bar = tqdm(total=max_iters, initial=self.iter_num, unit="it", dynamic_ncols=True,
+                        disable=not (self.master and sys.stderr.isatty()))
+        self.stop = False
+        if init_from == "resume" and self.iter_num >= max_iters:  # a run that had already ended: why nothing trains
+            self.spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
+        elif init_from == "resume" and 0 < max_seconds <= self.trained:
+            self.spent = (f"it had already used its max_seconds={max_seconds:g} budget ({self.trained:.0f} s of "
+                          "training steps); raise --max_seconds to train on")
+        tokens_since_log, time_since_log = 0, 0.0
+        step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
+        # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
+        # while iterations are slow (the first, unmeasured, counts as slow)
+        watch = self.accum > 1
+        while True:
+            if self.stop:
+                self.save_on_stop()
+                break
+            time_spent = self.trained / max_seconds if max_seconds > 0 else 0.0
+            lr = scheduled_lr(self.config, self.iter_num, self.trained)
+            last = self.iter_num >= max_iters or time_spent >= 1.0
+            if self.iter_num % eval_interval == 0 or last or eval_only:
+                seconds = self.evaluate(lr)
+                if seconds is None:  # a stop came mid-eval (self.stop is set): saving does not need its result
+                    continue
+                eval_time = seconds
+            if last or eval_only:
+                break
+
+            t = time.time()
+            loss_value, self.stop, seconds, grad_norm = self.train_step(lr, watch)
+            if loss_value is None:  # dropped mid-iteration by a stop
+                continue
+            self.trained += seconds
+            watch = self.accum > 1 and (not self.ddp or seconds > 1.0)
+            step_times.append(time.time() - t)
+            tokens_since_log += self.tokens_per_iter
+            time_since_log += step_times[-1]
+            if self.iter_num % log_interval == 0:
+                tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
+                elapsed = time.time() - self.t0
+                self.log({"iter": self.iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec,
+                          "elapsed": elapsed, "grad_norm": grad_norm.item()})
+                self.say(f"iter {self.iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, "
+                         f"{elapsed:.1f}s")
+                self.bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
+                tokens_since_log, time_since_log = 0, 0.0
+            self.iter_num += 1
+            self.bar.update(1)
+            if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and self.iter_num < max_iters:
+                estimated = True
+                self.say_estimate(step_times, eval_time)
+
+    def evaluate(self, lr):
+        """The eval at this iteration: logged, said, and saved as ckpt.pt (and best.pt) if it is news. Returns
+        its seconds; None, with self.stop set, if a stop cut it short."""
+        t = time.time()
+        losses = self.estimate_loss()
+        if losses is None:
+            self.stop = True
+            return None
+        seconds = time.time() - t
+        if self.iter_num != self.logged_eval:
+            self.log({"iter": self.iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
+                      "elapsed": time.time() - self.t0})
+        self.say(f"step {self.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
+            self.fail(f"eval loss is not finite at iter {self.iter_num} (train {losses['train']}, val {losses['val']})")
+        if self.iter_num > self.start_iter and not eval_only:  # at start_iter there is nothing new to save
+            improved = losses["val"] < self.best_val_loss
+            self.best_val_loss = min(self.best_val_loss, losses["val"])
+            names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
+            if names:
+                self.save(names)
+        return seconds
+
+    def say_estimate(self, step_times, eval_time):
+        """From the first iterations (the first warms up: left out where there are more): the time the run
+        takes, said if it is a minute or more; and where a time budget ends it, on the bar."""
+        step = sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
+        guess = eval_time or 2 * -(-eval_iters // self.world_size) * step / self.accum / 3  # a forward: ~1/3 of a step
+        end = self.end_iter(step)
+        left, line = time_left(self.iter_num, end, eval_interval, step, guess)
+        if max_seconds > 0:  # the bar shows where the budget ends
+            self.bar.total = end
+            self.bar.refresh()
+        if left >= 60:  # a shorter run is over before anyone wonders
+            self.say(f"estimate: {line} on {device}")
+
+    def finish(self):
+        """After the loop: the log closed and drawn, the run's last line. Returns the signal that stopped it, if any."""
+        self.bar.close()
+        came_back = not self.stop and self.iter_num == self.start_iter and self.leave_as_found()  # max_iters=0, or ended
+        self.stopper.armed = None  # all is saved
+        if self.master and self.log_file is not None:
+            self.log_file.close()
+            records = read_log(os.path.join(out_dir, "log.jsonl"))  # none if a new run stopped before its first iteration
+            if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
+                self.say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
+        if self.master:
+            if self.wandb_run is not None:
+                self.wandb_run.finish()
+            if not (eval_only or self.stop):
+                self.say(done_line(self.iter_num, self.start_iter, self.best_val_loss, self.ckpt_iter, self.spent,
+                                   came_back))
+        return self.stopper.signum  # the signal this process was stopped by, if any
+
+    # ------------------------------------------------------------------ one iteration
+
+    def to_device(self, *tensors):
+        if self.device_type == "cuda":  # pinned memory lets the copy overlap with the GPU's work
             return [t.pin_memory().to(device, non_blocking=True) for t in tensors]
         return [t.to(device) for t in tensors]
 
-    def get_batch():
+    def get_batch(self):
         """This process's micro-batches, (accum, batch_size, block_size) each for x and y. The iteration's
         global batch is drawn whole from the shared sampler and each process takes its slice, so the
         global batch is the same for any number of processes."""
+        train_data, accum = self.splits["train"], self.accum
         starts = torch.randint(len(train_data) - block_size, (gradient_accumulation_steps * batch_size,),
-                               generator=sampler).numpy()
-        mine = starts[rank * accum * batch_size:(rank + 1) * accum * batch_size]
+                               generator=self.sampler).numpy()
+        mine = starts[self.rank * accum * batch_size:(self.rank + 1) * accum * batch_size]
         x, y = get_windows(train_data, mine, block_size)
-        return to_device(x.view(accum, batch_size, block_size), y.view(accum, batch_size, block_size))
+        return self.to_device(x.view(accum, batch_size, block_size), y.view(accum, batch_size, block_size))
 
-    t0 = time.time()
-    model = raw_model
-    if compile:
-        if master:  # else nothing shows for the 20 s to a minute it takes on a CPU
-            print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-30 s, "
-                  "about a minute with other jobs on the cores", flush=True)
-        x, y = to_device(*get_windows(train_data, eval_windows["train"][:batch_size], block_size))
-        model = compiled_or_eager(raw_model, x, y, ctx, device_type)
-    train_model = model
-    if ddp:  # averages the gradients across processes during backward
-        train_model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
+    def train_step(self, lr, watch):
+        """
+        One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
+        over micro-batches and processes), whether a stop was requested, the seconds of training it adds
+        (its micro-batches and the previous iteration's optimizer step, whose time is known only after the
+        collective; the mean over processes: the same number everywhere), and the gradient's global norm before
+        clipping (a tensor, on clipping or logging iterations; else None). A stop before the optimizer step
+        (at once alone; under DDP between micro-batches, with watch, and at the collective after them) drops
+        the iteration (loss None, see drop). Past that point the iteration completes, and from the first
+        one a stop saves: the stop's line says which.
+        """
+        stopper, optimizer = self.stopper, self.optimizer
+        for group, scale in zip(optimizer.param_groups, self.lr_scales):
+            group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
+        t = time.time()
+        before = self.in_flight = (self.sampler.get_state(), rng_state(self.device_type))  # what a stop goes back to
+        try:
+            with stopper.interruptible(not self.ddp, lambda: self.save_on_stop(before)):
+                xs, ys = self.get_batch()
+                loss_sum = torch.zeros((), device=device)
+                for micro_step in range(self.accum):
+                    if micro_step and watch and self.stop_agreed():
+                        raise Interrupted
+                    # DDP averages gradients across processes; only on the last micro-batch is that needed
+                    sync = not self.ddp or micro_step == self.accum - 1
+                    with (nullcontext() if sync else self.train_model.no_sync()):
+                        with self.ctx:
+                            _, loss = self.train_model(xs[micro_step], ys[micro_step])
+                        loss_sum += loss.detach()
+                        self.scaler.scale(loss / self.accum).backward()  # the mean over micro-batches, as one big batch
+        except Interrupted:
+            return self.drop(before)
+        # one collective for the logged loss, the stop flag and the time taken
+        stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t + self.opt_seconds], device=device)
+        stats[0] = loss_sum / self.accum
+        if self.ddp:
+            dist.all_reduce(stats)
+        n = self.world_size
+        loss_value, stop, seconds = stats[0].item() / n, stats[1].item() > 0, stats[2].item() / n
+        if not math.isfinite(loss_value):
+            self.fail(f"loss is {loss_value} at iter {self.iter_num}")
+        with stopper.held():  # the stop's line says whether this iteration is saved: it must hold either way
+            if stop or (not self.ddp and stopper.signum is not None):  # under DDP only the agreed flag: all drop, or none
+                return self.drop(before)  # before the optimizer step, as a stop inside the section would
+            # from now a stop saves; under DDP, one heard in the few statements since the collective was told
+            # "nothing saved" and will save (closing that window would take another collective)
+            if self.iter_num == self.start_iter:
+                stopper.armed = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration"
+                stopper.saves = True
+        grad_norm, t = None, time.time()
+        if grad_clip > 0.0 or self.iter_num % log_interval == 0:
+            self.scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(),
+                                                       grad_clip if grad_clip > 0.0 else math.inf)
+        self.in_flight = None  # no collective from here on: the iteration completes
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        self.opt_seconds = time.time() - t
+        return loss_value, False, seconds, grad_norm
 
-    def stop_agreed():
+    def drop(self, before):
+        """An iteration a stop cut short: its gradients go, and the data sampler and random state go back to
+        where it began, so that what is saved is the state after the last complete iteration."""
+        self.sampler.set_state(before[0])
+        set_rng_state(before[1], self.device_type)
+        self.optimizer.zero_grad(set_to_none=True)
+        return None, True, 0.0, None
+
+    def end_iter(self, step_time):
+        """Where the run ends: max_iters, or sooner if the time budget runs out first at this pace."""
+        if max_seconds <= 0:
+            return max_iters
+        left = max(max_seconds - self.trained, 0.0)
+        return min(max_iters, self.iter_num + math.ceil(left / max(step_time, 1e-9)))
+
+    def stop_agreed(self):
         """Whether any process has been asked to stop. Under DDP a collective: all call it at the same point."""
-        if not ddp:
-            return stopper.signum is not None
-        flag = torch.tensor(float(stopper.signum is not None), device=device)
+        if not self.ddp:
+            return self.stopper.signum is not None
+        flag = torch.tensor(float(self.stopper.signum is not None), device=device)
         dist.all_reduce(flag)
         return flag.item() > 0
 
     @torch.no_grad()
-    def estimate_loss():
+    def estimate_loss(self):
         """
         Mean loss over each split's fixed eval windows; the eval batches are shared out among the
         processes. None if a stop came first: checked after every batch, so a long eval never delays it.
         """
+        model, world_size = self.model, self.world_size
         model.eval()
         out = {}
         rounds = -(-eval_iters // world_size)  # the same number of rounds on every process
-        progress = Progress(2 * rounds, "eval", master, say)
+        progress = Progress(2 * rounds, "eval", self.master, self.say)
         begun = time.time()
         try:
-            with stopper.interruptible(not ddp, save_on_stop):  # under DDP, checked after every batch instead
-                for split, data in splits.items():
+            with self.stopper.interruptible(not self.ddp, self.save_on_stop):  # under DDP, checked after every batch
+                for split, data in self.splits.items():
                     total = torch.zeros(2, device=device)  # sum of batch losses, number of batches
-                    for k in range(rank, rounds * world_size, world_size):
+                    for k in range(self.rank, rounds * world_size, world_size):
                         if k < eval_iters:
-                            starts = eval_windows[split][k * batch_size:(k + 1) * batch_size]
-                            x, y = to_device(*get_windows(data, starts, block_size))
-                            with ctx:
+                            starts = self.eval_windows[split][k * batch_size:(k + 1) * batch_size]
+                            x, y = self.to_device(*get_windows(data, starts, block_size))
+                            with self.ctx:
                                 _, loss = model(x, y)
                             total += torch.stack((loss.float(), torch.ones((), device=device)))
-                        if stop_agreed():
+                        if self.stop_agreed():
                             raise Interrupted
                         progress.update()
-                        if progress.done == 1 and iter_num == start_iter and not eval_only:
-                            forecast(time.time() - begun, 2 * rounds)
-                    if ddp:
+                        if progress.done == 1 and self.iter_num == self.start_iter and not eval_only:
+                            self.forecast(time.time() - begun, 2 * rounds)
+                    if self.ddp:
                         dist.all_reduce(total)
                     out[split] = (total[0] / total[1]).item()
             return out
@@ -1255,63 +1543,134 @@ def train(config, ddp, given, stopper):
             progress.close()
             model.train()
 
-    def save(names, before=None, stopped_by=None):
+    def forecast(self, batch_seconds, eval_batches):
+        """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
+        forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
+        from measured iterations follows them."""
+        step = 3 * self.accum * batch_seconds
+        left, line = time_left(self.iter_num, self.end_iter(step), eval_interval, step, eval_batches * batch_seconds)
+        if left >= 3600:
+            self.say(f"estimate: {line} on {device}, from the first eval batch")
+
+    # ------------------------------------------------------------------ saving, stopping, failing
+
+    def save(self, names, before=None, stopped_by=None):
         """Write the full training state to out_dir/<name> for each name (with the data sampler's and random
         state from before, if given: what an iteration cut short began with; and what stopped the run, if a
         stop saves). Every process must call this."""
-        with stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
-            return write_state(names, before, stopped_by)
+        with self.stopper.save_lock:  # one writer at a time: a stop's rescue may save from its own thread
+            return self.write_state(names, before, stopped_by)
 
-    def write_state(names, before, stopped_by, alone=False):
+    def write_state(self, names, before, stopped_by, alone=False):
         """As save; returns stopped_by, a peer's signal (None) named on rank 0 as "<signal> to rank <r>".
         alone: rank 0 saves without its peers (one is gone), with its own random state only."""
-        nonlocal ckpt_iter
-        states = [before[1] if before else rng_state(device_type)]
-        if ddp and not alone:  # each process's dropout RNG, so a resume with as many processes continues exactly; and its signal
-            gathered = [None] * world_size
-            dist.all_gather_object(gathered, (rng_state(device_type), stopper.signum))
+        states = [before[1] if before else rng_state(self.device_type)]
+        if self.ddp and not alone:  # each process's dropout RNG, so a resume with as many processes continues exactly; and its signal
+            gathered = [None] * self.world_size
+            dist.all_gather_object(gathered, (rng_state(self.device_type), self.stopper.signum))
             states = [state for state, _ in gathered]
             peers = [f"{signal.Signals(s).name} to rank {r}" for r, (_, s) in enumerate(gathered) if s]
             stopped_by = stopped_by or next(iter(peers), None)
-        if not master:
+        if not self.master:
             return stopped_by
         rng = {"torch": [s["torch"] for s in states]}
-        if device_type == "cuda":
+        if self.device_type == "cuda":
             rng["cuda"] = [s["cuda"] for s in states]
-        state = checkpoint_state(raw_model, optimizer, scaler, config, iter_num, best_val_loss, trained, rng,
-                                 before[0] if before else sampler.get_state(), stopped_by)
+        state = checkpoint_state(self.raw_model, self.optimizer, self.scaler, self.config, self.iter_num,
+                                 self.best_val_loss, self.trained, rng,
+                                 before[0] if before else self.sampler.get_state(), stopped_by)
         for name in names:
             save_checkpoint(state, os.path.join(out_dir, name))
-        ckpt_iter = iter_num if "ckpt.pt" in names else ckpt_iter  # once written: a save cut short wrote nothing
+        if "ckpt.pt" in names:  # once written: a save cut short wrote nothing
+            self.ckpt_iter = self.iter_num
         return stopped_by
 
-    def save_alone():
+    def save_alone(self):
         """Another process of a DDP run is gone (killed, out of memory) and took the collectives with it: rank 0
         saves ckpt.pt as it was after the last complete iteration, alone. Returns what it saved, to say, or None."""
-        if not master or eval_only:
+        if not self.master or eval_only:
             return None
-        if iter_num == start_iter:  # nothing trained: out_dir as it was found, an earlier run put back
-            leave_as_found()
+        if self.iter_num == self.start_iter:  # nothing trained: out_dir as it was found, an earlier run put back
+            self.leave_as_found()
             return None
-        if ckpt_iter == iter_num:
+        if self.ckpt_iter == self.iter_num:
             return None
-        with stopper.save_lock:
-            write_state(["ckpt.pt"], in_flight, "a lost DDP process", alone=True)
+        with self.stopper.save_lock:
+            self.write_state(["ckpt.pt"], self.in_flight, "a lost DDP process", alone=True)
         lost = "; the other processes' random state is lost: dropout will draw new numbers" if dropout > 0 else ""
-        return f"saved {out_dir}/ckpt.pt at iter {iter_num}, its last complete iteration{lost}"
+        return f"saved {out_dir}/ckpt.pt at iter {self.iter_num}, its last complete iteration{lost}"
 
-    def say(message):
-        if master:
+    def save_on_stop(self, before=None):
+        """After a stop: ckpt.pt as it was after the last complete iteration, and say so. Before this run's first
+        iteration, and under eval_only, there is nothing new to save, and out_dir is left as found. The stop's
+        line has said so; a closed stdout's is said here."""
+        stopper = self.stopper
+        if eval_only or self.iter_num == self.start_iter:
+            self.leave_as_found()
+            if stopper.signum == signal.SIGPIPE and self.master:
+                print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
+            return
+        name = self.save(["ckpt.pt"], before, stopped_by=signal.Signals(stopper.signum).name if stopper.signum else None)
+        if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
+            if self.master:
+                print(f"stdout closed at iter {self.iter_num}: stopped and saved {out_dir}/ckpt.pt; "
+                      "continue with --init_from=resume", file=sys.stderr)
+            return
+        self.say(f"{name or 'a stop'} at iter {self.iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
+
+    def leave_as_found(self):
+        """A run that trained nothing (stopped before its first iteration, eval_only, max_iters=0) leaves
+        out_dir as it found it: a resumed run's log.jsonl as it was, a new run's empty (its eval's record
+        would make the next run take it for an earlier run to move aside), and the earlier run it moved
+        aside back; the files a new run added go (and a folder it made, with release_out_dirs), so that
+        sample.py does not take it for a run. Returns whether that run came back."""
+        if self.log_file is not None and "log.jsonl" in self.wrote:  # a new run's, into a folder that held no log
+            self.log_file.close()
+            self.log_file = None
+            for name in self.wrote:
+                with suppress(OSError):
+                    os.remove(os.path.join(out_dir, name))
+        if self.log_file is not None:
+            self.log_file.seek(0)
+            self.log_file.truncate()
+            self.log_file.write(self.log_was)
+            self.log_file.flush()
+        if not self.moved_to:
+            return False
+        if self.log_file is not None:  # the earlier run's files replace this run's: nothing more goes to it (nor a loss.png)
+            self.log_file.close()
+        self.log_file = None
+        put_back_previous_run(out_dir, self.moved_to)
+        self.moved_to = None
+        return True
+
+    def fail(self, message):
+        self.bar.close()
+        if self.master:
+            if self.ckpt_iter is not None:
+                kept = f"{out_dir}/ckpt.pt (iter {self.ckpt_iter}) is the last good checkpoint"
+            else:  # a new run with nothing to keep leaves out_dir as found, an earlier run put back
+                back = self.leave_as_found()
+                kept = (f"nothing saved: no eval had written {out_dir}/ckpt.pt yet" +
+                        (f"; the earlier run is back in {out_dir}" if back else ""))
+            print(f"error: {message}; stopped, {kept}", file=sys.stderr)
+        raise SystemExit(1)
+
+    # ------------------------------------------------------------------ what the run says and logs
+
+    def say(self, message):
+        if self.master:
             try:
                 tqdm.write(message)
                 sys.stdout.flush()
             except BrokenPipeError:  # | head has read its lines: a stop request, not the end of the run
-                stdout_closed()
+                self.stdout_closed()
 
-    def stdout_closed():
+    def stdout_closed(self):
         """stdout's reader has gone. Training must not end there silently and lose what it has not saved:
         this is a stop as Ctrl-C's (saved, then exit code 141, 128 + SIGPIPE, as the shell reports a command
         its closed pipe ended), said on stderr."""
+        stopper = self.stopper
         silence_stdout()
         if eval_only:  # it writes no files: whenever its reader went, there is nothing to save
             print("stdout closed: stopped; eval_only has nothing to save", file=sys.stderr)
@@ -1327,309 +1686,24 @@ def train(config, ddp, given, stopper):
                 stopper.cut = False
                 raise Interrupted
 
-    def forecast(batch_seconds, eval_batches):
-        """Before any iteration, from the run's first eval batch (a training micro-batch costs about three
-        forwards): the time the run takes, said where that is hours (a GPU recipe on a CPU). The estimate
-        from measured iterations follows them."""
-        step = 3 * accum * batch_seconds
-        left, line = time_left(iter_num, end_iter(step), eval_interval, step, eval_batches * batch_seconds)
-        if left >= 3600:
-            say(f"estimate: {line} on {device}, from the first eval batch")
-
-    def leave_as_found():
-        """A run that trained nothing (stopped before its first iteration, eval_only, max_iters=0) leaves
-        out_dir as it found it: a resumed run's log.jsonl as it was, a new run's empty (its eval's record
-        would make the next run take it for an earlier run to move aside), and the earlier run it moved
-        aside back; the files a new run added go (and a folder it made, with release_out_dirs), so that
-        sample.py does not take it for a run. Returns whether that run came back."""
-        nonlocal log_file, moved_to
-        if log_file is not None and "log.jsonl" in wrote:  # a new run's, into a folder that held no log
-            log_file.close()
-            log_file = None
-            for name in wrote:
-                with suppress(OSError):
-                    os.remove(os.path.join(out_dir, name))
-        if log_file is not None:
-            log_file.seek(0)
-            log_file.truncate()
-            log_file.write(log_was)
-            log_file.flush()
-        if not moved_to:
-            return False
-        if log_file is not None:  # the earlier run's files replace this run's: nothing more goes to it (nor a loss.png)
-            log_file.close()
-        log_file = None
-        put_back_previous_run(out_dir, moved_to)
-        moved_to = None
-        return True
-
-    def save_on_stop(before=None):
-        """After a stop: ckpt.pt as it was after the last complete iteration, and say so. Before this run's first
-        iteration, and under eval_only, there is nothing new to save, and out_dir is left as found. The stop's
-        line has said so; a closed stdout's is said here."""
-        if eval_only or iter_num == start_iter:
-            leave_as_found()
-            if stopper.signum == signal.SIGPIPE and master:
-                print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
-            return
-        name = save(["ckpt.pt"], before, stopped_by=signal.Signals(stopper.signum).name if stopper.signum else None)
-        if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
-            if master:
-                print(f"stdout closed at iter {iter_num}: stopped and saved {out_dir}/ckpt.pt; "
-                      "continue with --init_from=resume", file=sys.stderr)
-            return
-        say(f"{name or 'a stop'} at iter {iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
-
-    def log(record):
-        if master:  # strict JSON: a diverged (nan, inf) value is written as null
+    def log(self, record):
+        if self.master:  # strict JSON: a diverged (nan, inf) value is written as null
             record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
-            if log_file is not None:
-                log_file.write(json.dumps(record) + "\n")
-                log_file.flush()
-            if wandb_run is not None:
-                wandb_run.log(record)
+            if self.log_file is not None:
+                self.log_file.write(json.dumps(record) + "\n")
+                self.log_file.flush()
+            if self.wandb_run is not None:
+                self.wandb_run.log(record)
 
-    wandb_run = None
-    if wandb_log and master:
-        try:
-            import wandb
-            wandb_run = wandb.init(project=wandb_project, name=wandb_run_name, config=config)
-        except Exception as e:  # not installed, not logged in, offline: train anyway
-            print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
 
-    if ckpt is not None and "rng" in ckpt:  # last, so that nothing above consumes the restored random numbers
-        if len(ckpt["rng"]["torch"]) == world_size:
-            set_rng_state({k: v[rank] for k, v in ckpt["rng"].items()}, device_type)
-        elif master and dropout > 0 and not eval_only:  # the random numbers are dropout's alone: else no matter
-            print(f"warning: the checkpoint holds the random state of {len(ckpt['rng']['torch'])} process(es), "
-                  f"this run has {world_size}: dropout draws new random numbers (the data order still continues "
-                  "exactly)", file=sys.stderr)
-    if master and decay_lr and min_lr > learning_rate and not eval_only:  # get_lr floors it at the peak
-        print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
-              f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
-    ckpt = None  # free the memory
-    total = raw_model.get_num_params(non_embedding=False)
-    counted = non_embedding_label(raw_model.config)
-    say(f"{total:,} parameters ({counted}) | vocab {meta['vocab_size']} ({meta['tokenizer']}) | "
-        f"train {len(train_data):,} tokens, val {len(val_data):,}")
-    threads = torch.get_num_threads()
-    say(f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
-        f"{world_size} process{'es' * (world_size > 1)} x {threads} thread{'s' * (threads > 1)} | "
-        f"{tokens_per_iter:,} tokens per iteration")
-    if changed and not eval_only:  # resume takes the schedule from this command: said, so a change is not silent
-        say(f"resume: this command's schedule differs from the run's: {', '.join(changed)}; to continue the run's "
-            "own, pass its values")
-
-    # out_dir (rank 0), last before training: an earlier run there moves aside, then meta.json and log.jsonl
-    # (eval_only writes nothing). From then until the first iteration a stop has nothing new to save (a new
-    # run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
-    # puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
-    log_path, log_file, log_was, moved, moved_to = os.path.join(out_dir, "log.jsonl"), None, "", None, None
-    logged_eval = None  # a resume's iteration whose eval the earlier run logged
-    wrote = []  # the files a new run adds to out_dir: a run that trains nothing takes them away again
-    with stopper.held():
-        if master and not eval_only:
-            if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
-                with open(log_path) as f:
-                    log_was = f.read()
-            if init_from != "resume":
-                wrote = [n for n in ("log.jsonl", "meta.json") if not os.path.exists(os.path.join(out_dir, n))]
-            log_file, moved, moved_to, logged_eval = open_out_dir(out_dir, data_dir, meta,
-                                                                  iter_num if init_from == "resume" else None)
-        stopper.armed = ("nothing to save (eval_only)" if eval_only else
-                         f"nothing trained since {out_dir}/ckpt.pt (iter {iter_num}), which stays as it was"
-                         if init_from == "resume" else "nothing trained yet, nothing saved" +
-                         (f"; the earlier run goes back from {moved_to} into {out_dir}" if moved_to else ""))
-    if moved:
-        say(moved)
-    if nanogpt and master and not eval_only:
-        kept_as = keep_nanogpt_checkpoint(out_dir)
-        print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
-              "data-order state, so training continues from its weights and optimizer but not exactly as "
-              "the original run would have", file=sys.stderr)
-
-    def fail(message):
-        bar.close()
-        if master:
-            if ckpt_iter is not None:
-                kept = f"{out_dir}/ckpt.pt (iter {ckpt_iter}) is the last good checkpoint"
-            else:  # a new run with nothing to keep leaves out_dir as found, an earlier run put back
-                back = leave_as_found()
-                kept = (f"nothing saved: no eval had written {out_dir}/ckpt.pt yet" +
-                        (f"; the earlier run is back in {out_dir}" if back else ""))
-            print(f"error: {message}; stopped, {kept}", file=sys.stderr)
-        raise SystemExit(1)
-
-    def train_step(lr, watch):
-        """
-        One iteration: accum micro-batches per process, then one optimizer step. Returns the loss (mean
-        over micro-batches and processes), whether a stop was requested, the seconds of training it adds
-        (its micro-batches and the previous iteration's optimizer step, whose time is known only after the
-        collective; the mean over processes: the same number everywhere), and the gradient's global norm before
-        clipping (a tensor, on clipping or logging iterations; else None). A stop before the optimizer step
-        (at once alone; under DDP between micro-batches, with watch, and at the collective after them) drops
-        the iteration (loss None, see drop). Past that point the iteration completes, and from the first
-        one a stop saves: the stop's line says which.
-        """
-        nonlocal opt_seconds, in_flight
-        for group, scale in zip(optimizer.param_groups, lr_scales):
-            group["lr"] = lr * scale  # Muon's group: its own peak lr, on the same schedule
-        t = time.time()
-        before = in_flight = (sampler.get_state(), rng_state(device_type))  # a few KB: what a stop goes back to
-        try:
-            with stopper.interruptible(not ddp, lambda: save_on_stop(before)):
-                xs, ys = get_batch()
-                loss_sum = torch.zeros((), device=device)
-                for micro_step in range(accum):
-                    if micro_step and watch and stop_agreed():
-                        raise Interrupted
-                    # DDP averages gradients across processes; only on the last micro-batch is that needed
-                    sync = not ddp or micro_step == accum - 1
-                    with (nullcontext() if sync else train_model.no_sync()):
-                        with ctx:
-                            _, loss = train_model(xs[micro_step], ys[micro_step])
-                        loss_sum += loss.detach()
-                        scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
-        except Interrupted:
-            return drop(before)
-        # one collective for the logged loss, the stop flag and the time taken
-        stats = torch.tensor([0.0, float(stopper.signum is not None), time.time() - t + opt_seconds], device=device)
-        stats[0] = loss_sum / accum
-        if ddp:
-            dist.all_reduce(stats)
-        loss_value, stop, seconds = stats[0].item() / world_size, stats[1].item() > 0, stats[2].item() / world_size
-        if not math.isfinite(loss_value):
-            fail(f"loss is {loss_value} at iter {iter_num}")
-        with stopper.held():  # the stop's line says whether this iteration is saved: it must hold either way
-            if stop or (not ddp and stopper.signum is not None):  # under DDP only the agreed flag: all drop, or none
-                return drop(before)  # before the optimizer step, as a stop inside the section would
-            # from now a stop saves; under DDP, one heard in the few statements since the collective was told
-            # "nothing saved" and will save (closing that window would take another collective)
-            if iter_num == start_iter:
-                stopper.armed, stopper.saves = f"saving {out_dir}/ckpt.pt as it was after the last complete iteration", True
-        grad_norm, t = None, time.time()
-        if grad_clip > 0.0 or iter_num % log_interval == 0:
-            scaler.unscale_(optimizer)  # the true gradient: to clip it, and to log its global norm before clipping
-            grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0.0 else math.inf)
-        in_flight = None  # no collective from here on: the iteration completes
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        opt_seconds = time.time() - t
-        return loss_value, False, seconds, grad_norm
-
-    def drop(before):
-        """An iteration a stop cut short: its gradients go, and the data sampler and random state go back to
-        where it began, so that what is saved is the state after the last complete iteration."""
-        sampler.set_state(before[0])
-        set_rng_state(before[1], device_type)
-        optimizer.zero_grad(set_to_none=True)
-        return None, True, 0.0, None
-
-    def end_iter(step_time):
-        """Where the run ends: max_iters, or sooner if the time budget runs out first at this pace."""
-        if max_seconds <= 0:
-            return max_iters
-        return min(max_iters, iter_num + math.ceil(max(max_seconds - trained, 0.0) / max(step_time, 1e-9)))
-
-    bar = tqdm(total=max_iters, initial=iter_num, unit="it", dynamic_ncols=True,
-               disable=not (master and sys.stderr.isatty()))
-    start_iter, stop, opt_seconds, in_flight = iter_num, False, 0.0, None  # in_flight: an iteration's start state
-    ckpt_iter = iter_num if init_from == "resume" else None  # the iteration out_dir/ckpt.pt holds
-    spent = None  # a resume of a run that had already ended: why nothing trains, and how to train on
-    if init_from == "resume" and iter_num >= max_iters:
-        spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
-    elif init_from == "resume" and 0 < max_seconds <= trained:
-        spent = (f"it had already used its max_seconds={max_seconds:g} budget ({trained:.0f} s of training steps); "
-                 "raise --max_seconds to train on")
-    tokens_since_log, time_since_log = 0, 0.0
-    step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
-    # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
-    # while iterations are slow (the first, unmeasured, counts as slow)
-    watch = accum > 1
-    try:  # a lost DDP process ends the loop in a collective: what this one holds is saved first
-        while True:
-            if stop:
-                save_on_stop()
-                break
-
-            time_spent = trained / max_seconds if max_seconds > 0 else 0.0
-            lr = scheduled_lr(config, iter_num, trained)
-            last = iter_num >= max_iters or time_spent >= 1.0
-            # evaluate and checkpoint
-            if iter_num % eval_interval == 0 or last or eval_only:
-                t = time.time()
-                losses = estimate_loss()
-                if losses is None:  # a stop came mid-eval: saving does not need its result
-                    stop = True
-                    continue
-                eval_time = time.time() - t
-                if iter_num != logged_eval:
-                    log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
-                         "elapsed": time.time() - t0})
-                say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-                if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
-                    fail(f"eval loss is not finite at iter {iter_num} (train {losses['train']}, val {losses['val']})")
-                if iter_num > start_iter and not eval_only:  # at start_iter there is nothing new to save
-                    improved = losses["val"] < best_val_loss
-                    best_val_loss = min(best_val_loss, losses["val"])
-                    names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
-                    if names:
-                        save(names)
-            if last or eval_only:
-                break
-
-            t = time.time()
-            loss_value, stop, seconds, grad_norm = train_step(lr, watch)
-            if loss_value is None:  # dropped mid-iteration by a stop
-                continue
-            trained += seconds
-            watch = accum > 1 and (not ddp or seconds > 1.0)
-            step_times.append(time.time() - t)
-            tokens_since_log += tokens_per_iter
-            time_since_log += step_times[-1]
-
-            if iter_num % log_interval == 0:
-                tokens_per_sec = tokens_since_log / max(time_since_log, 1e-9)
-                elapsed = time.time() - t0
-                log({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_sec, "elapsed": elapsed,
-                     "grad_norm": grad_norm.item()})
-                say(f"iter {iter_num}: loss {loss_value:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, {elapsed:.1f}s")
-                bar.set_postfix_str(f"loss {loss_value:.4f}, {tokens_per_sec:,.0f} tok/s")
-                tokens_since_log, time_since_log = 0, 0.0
-            iter_num += 1
-            bar.update(1)
-            if not estimated and (len(step_times) == 3 or sum(step_times) > 20) and iter_num < max_iters:
-                # once, from the first iterations (the first warms up: left out where there are more)
-                estimated, step = True, sum(step_times[1:] or step_times) / len(step_times[1:] or step_times)
-                guess = eval_time or 2 * -(-eval_iters // world_size) * step / accum / 3  # a forward: ~1/3 of a step
-                end = end_iter(step)
-                left, line = time_left(iter_num, end, eval_interval, step, guess)
-                if max_seconds > 0:  # the bar shows where the budget ends
-                    bar.total = end
-                    bar.refresh()
-                if left >= 60:  # a shorter run is over before anyone wonders
-                    say(f"estimate: {line} on {device}")
-    except RuntimeError as e:
-        if not (ddp and PEER_GONE.search(str(e))):
-            raise
-        bar.close()
-        raise SystemExit(peer_gone(e, save_alone())) from None
-
-    bar.close()
-    came_back = not stop and iter_num == start_iter and leave_as_found()  # max_iters=0, or a run already ended
-    stopper.armed = None  # all is saved
-    if master and log_file is not None:
-        log_file.close()
-        records = read_log(log_path)  # none if a new run stopped before its first iteration: nothing to draw
-        if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
-            say(f"no {out_dir}/loss.png: drawing it needs matplotlib (pip install matplotlib)")
-    if master:
-        if wandb_run is not None:
-            wandb_run.finish()
-        if not (eval_only or stop):
-            say(done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back))
-    return stopper.signum  # the signal this process was stopped by, if any
+def start_wandb(config):
+    """A wandb run to log to, or None (with a warning) where wandb cannot start: train anyway."""
+    try:
+        import wandb
+        return wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+    except Exception as e:  # not installed, not logged in, offline
+        print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":
