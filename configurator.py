@@ -663,6 +663,7 @@ def run(main):
     moment later (torchrun ends the rest when the first process exits, and rank 0 could go unheard).
     """
     speak = os.environ.get("RANK", "0") == "0"
+    as_script = sys._getframe(1).f_globals.get("__name__") == "__main__"  # not a test calling it in-process
     before = signal.signal(signal.SIGTERM, _terminate)
     # Ctrl-C as Python's own, also where the process started with SIGINT ignored (a script's `cmd &`
     # job, whose shell ignores it): there Python installs no handler, and kill -INT would do nothing
@@ -671,8 +672,14 @@ def run(main):
         try:
             main()
         finally:  # inside the handlers below: a Ctrl-C as main returns (freeing a big dataset) lands here
-            signal.signal(signal.SIGTERM, before)
-            signal.signal(signal.SIGINT, before_int)
+            if as_script:  # main's outcome is decided: a late signal (timeout's second SIGTERM, a Ctrl-C as the
+                # interpreter tears down, where Python has put the default handlers back) must not kill the
+                # process or print a traceback. Ignored: the exit code is main's
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            else:
+                signal.signal(signal.SIGTERM, before)
+                signal.signal(signal.SIGINT, before_int)
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)

@@ -362,6 +362,41 @@ def test_run_turns_sigterm_into_one_line_and_exit_143(capsys):
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+LATE_SIGNAL = """
+import atexit, sys, time
+sys.path.insert(0, sys.argv[1])
+from configurator import run
+
+def main():
+    atexit.register(lambda: (print("teardown", flush=True), time.sleep(1)))  # a slow interpreter teardown
+    sys.exit(int(sys.argv[2]))
+
+if __name__ == "__main__":
+    run(main)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("code", [0, 143])
+def test_a_signal_after_main_ended_keeps_its_exit_code(tmp_path, signum, code):
+    """GNU timeout's second SIGTERM, 20 ms after a stop that saved at once, or a Ctrl-C while the interpreter
+    tears down, came after run() had put the default handlers back: killed by the signal (-15, where a run
+    stopped by the first SIGTERM exits 143), or a KeyboardInterrupt traceback in the teardown (a fresh user's
+    pass, 3 of 3 on a fast stop). main's outcome is decided by then: the process ends with it."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_SIGNAL)
+    proc = subprocess.Popen([sys.executable, str(script), str(ROOT), str(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "teardown\n"
+        sent = time.time()
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=8)
+    finally:
+        proc.kill()
+    assert (proc.returncode, stderr) == (code, "") and time.time() - sent < 5  # the teardown's 1 s, not a hang
+
+
 def test_given_reports_each_key_set_and_where(tmp_path):
     """A key set to its default value was still asked for: train.py checks such keys against a checkpoint."""
     path = write(tmp_path, "batch_size = 12\nlearning_rate = 1e-3\n")  # 12 is the default
