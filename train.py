@@ -625,9 +625,14 @@ def keep_previous_run(out_dir):
     unreadable = [n for n in ("ckpt.pt", "best.pt") if n in files and not readable(os.path.join(dest, n))]
     # a truncated file is still a checkpoint, moved as it is: said so, not "no checkpoint"
     broken = f"{' and '.join(unreadable)} that cannot be read" if unreadable else ""
-    held = (checkpoint_summary(iter_num, best) + (f"; its {broken}" if broken else "") if iter_num is not None
-            else broken or "no checkpoint" + ("" if {"ckpt.pt", "best.pt"} & set(files) else "; " + ", ".join(
-                n + " with no iteration in it" * (n == "log.jsonl") for n in files)))
+    has_ckpt = bool({"ckpt.pt", "best.pt"} & set(files))
+    if iter_num is not None and has_ckpt:
+        held = checkpoint_summary(iter_num, best) + (f"; its {broken}" if broken else "")
+    elif iter_num is not None:  # a run quit before its first checkpoint (a second Ctrl-C): its log alone
+        held = f"no checkpoint; its log.jsonl reaches {checkpoint_summary(iter_num, best)}"
+    else:
+        held = broken or "no checkpoint" + ("" if has_ckpt else "; " + ", ".join(
+            n + " with no iteration in it" * (n == "log.jsonl") for n in files))
     if exports:
         held += f", exported as {', '.join(n + '/' for n in exports)}"
     # sample.py only where there is a model to sample from (a run stopped before its first checkpoint has a log)

@@ -1762,6 +1762,18 @@ def test_files_of_no_run_are_moved_aside_as_what_they_are(tmp_path):
         assert (out / "notes.txt").read_text() == "mine\n"
 
 
+def test_a_run_quit_before_its_first_checkpoint_is_said_to_have_only_a_log(tmp_path):
+    """A second Ctrl-C quits without saving: a new run's log.jsonl and meta.json stay, with no ckpt.pt. The next
+    run said the folder "held an earlier run (iter 0, best val loss 4.3392)", as if it had one to sample."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.jsonl").write_text(json.dumps({"iter": 0, "train_loss": 4.4, "val_loss": 4.3392, "lr": 0.0}) + "\n")
+    (out / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 2, "itos": ["a", "b"]}))
+    line, dest = train.keep_previous_run(str(out))
+    assert line == f"{out} held an earlier run (no checkpoint; its log.jsonl reaches iter 0, best val loss 4.3392): moved to {dest}"
+    assert sorted(os.listdir(dest)) == ["log.jsonl", "meta.json"]
+
+
 @pytest.mark.parametrize("make, why", [
     (lambda out: (out / "log.jsonl").mkdir(), "its log.jsonl is not a file, and a run writes its own log.jsonl there"),
     (lambda out: (out / "previous").write_text("x"), "its previous is not a folder, and an earlier run there moves "
