@@ -357,11 +357,17 @@ def sweep_table(runs, per_budget, exponent):
 
 
 def dataset_vocab_size(data_dir):
-    """vocab_size from the dataset's meta.json, running its prepare.py first as train.py would."""
+    """vocab_size from the dataset's meta.json, running its prepare.py first as train.py would. A dataset that
+    is not char-level is refused: GPT-2's 50,257-token embedding would dwarf the sweep's models, whose budgets
+    are sized for a char vocabulary (a trial on shakespeare's BPE: val 9.48, a minute per model)."""
     from train import ensure_data  # imported here: only a sweep needs train.py (and torch)
     from tokenizer import read_meta
     ensure_data(data_dir, master=True, ddp=False)
-    return read_meta(data_dir)["vocab_size"]
+    meta = read_meta(data_dir)
+    if meta["tokenizer"] != "char":
+        raise ConfigError(f"the sweep trains char-level models; {data_dir} is tokenized with {meta['tokenizer']} "
+                          f"(vocab {meta['vocab_size']:,}): prepare a char dataset (data/shakespeare_char, data/text)")
+    return meta["vocab_size"]
 
 
 class Trainings:
@@ -394,6 +400,21 @@ def finished(result_path, key):
         return None
     ok = isinstance(done, dict) and {k: done.get(k) for k in key} == key and "val_loss" in done and "seconds" in done
     return done if ok else None
+
+
+def other_result(result_path, key):
+    """What differs, as "its result.json is of data_dir='...'", where an earlier sweep finished this training
+    with other settings; None where there is no result, a torn one (it runs again), or the same settings."""
+    try:
+        with open(result_path, "rb") as f:
+            done = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(done, dict) and "val_loss" in done):
+        return None
+    differ = next((k for k in key if done.get(k) != key[k]), None)
+    name = os.path.join(os.path.basename(os.path.dirname(result_path)), "result.json")
+    return differ and f"its {name} is of {differ}={done.get(differ)!r}, not {key[differ]!r}"
 
 
 def write_json(path, obj, indent=None):
@@ -460,15 +481,19 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         why = not_ours(os.path.join(out_dir, name), mark, "scaling.py")
         if why:
             raise ConfigError(f"cannot write {os.path.join(out_dir, name)}: {why}")
+    for r in runs:
+        r["run_dir"] = os.path.join(out_dir, f"C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}")
+        key = {k: r[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
+        r["key"] = dict(key, data_dir=data_dir)
+        why = other_result(os.path.join(r["run_dir"], "result.json"), r["key"])
+        if why:  # another sweep's result (another dataset): training again would replace it
+            raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}, which this sweep would replace; choose "
+                              "another --out_dir")
     print(f"{len(runs)} trainings on {data_dir} (vocab {vocab_size}), {sum(r['flops'] for r in runs):.2e} "
           f"FLOPs in all, {jobs} at a time, into {out_dir}/", flush=True)
     todo = []
     for r in runs:
-        r["run_dir"] = os.path.join(out_dir, f"C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}")
-        key = {k: r[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
-        key["data_dir"] = data_dir
-        r["key"] = key
-        done = finished(os.path.join(r["run_dir"], "result.json"), key)
+        done = finished(os.path.join(r["run_dir"], "result.json"), r["key"])
         if done:  # finished by an earlier sweep with the same plan: reuse it
             r.update(val_loss=done["val_loss"], seconds=done["seconds"])
             print(f"reused {r['run_dir']}: val_loss {r['val_loss']:.4f}", flush=True)

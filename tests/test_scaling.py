@@ -309,6 +309,38 @@ def test_a_torn_result_runs_again_and_a_users_isoflop_file_is_kept(tmp_path):
     assert sorted(os.listdir(out_dir)) == ["isoflop.json"]
 
 
+def test_a_sweep_on_another_dataset_does_not_replace_an_earlier_sweeps_results(tmp_path):
+    """A second sweep into the same out_dir on another dataset trained its runs again and wrote its result.json
+    over the first sweep's, in silence (a fresh user's pass). Refused now, before anything trains."""
+    data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
+    first = scaling.plan_sweep(scaling.SWEEPS["quick"], 8)[0]
+    run_dir = out_dir / f"C{first['budget']:.0e}_L{first['n_layer']}_d{first['n_embd']}"
+    run_dir.mkdir(parents=True)
+    key = {k: first[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
+    other = str(tmp_path / "other")
+    scaling.write_json(str(run_dir / "result.json"), dict(key, data_dir=other, val_loss=2.5, seconds=3.0))
+    before = (run_dir / "result.json").read_bytes()
+    p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}", f"--data_dir={data}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"error: cannot use out_dir='{out_dir}': its {run_dir.name}/result.json is of "
+                        f"data_dir={other!r}, not {str(data)!r}, which this sweep would replace; choose another "
+                        "--out_dir\n"), p.stderr
+    assert (run_dir / "result.json").read_bytes() == before and os.listdir(run_dir) == ["result.json"]
+
+
+def test_a_dataset_that_is_not_char_level_is_refused(tmp_path):
+    """--help says a char-level dataset; shakespeare's BPE trained a minute a model to val 9.48 (a fresh user)."""
+    data = tmp_path / "bpe"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257, "dtype": "uint16"}))
+    p = subprocess.run([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={tmp_path / 'sweep'}",
+                        f"--data_dir={data}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.startswith(f"error: the sweep trains char-level models; {data} is tokenized with gpt2 (vocab 50,257)")
+    assert p.stderr.count("\n") == 1 and not (tmp_path / "sweep").exists()
+
+
 def test_final_val_loss_reads_last_eval(tmp_path):
     log = tmp_path / "log.jsonl"
     lines = [dict(iter=0, loss=4.2, val_loss=4.19), dict(iter=10, loss=3.1, lr=1e-3),
