@@ -480,13 +480,13 @@ def held_work(folder, kinds=("a training run", "a Hugging Face model", "a datase
                 None)
 
 
-def code_in(folder):
-    """Code in folder, as "source code (train.py)": a Python file (a checkout, config/, a dataset's folder
-    before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
+def code_in(folder, besides=()):
+    """Code in folder, as "source code (train.py)": a Python file not named in besides (a checkout, config/, a
+    dataset's folder before its prepare.py has run), or a dataset's prepare.py a level down (data/); else None."""
     if not os.path.isdir(folder):  # not made yet: nothing in it
         return None
     entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    found = next((e.name for e in entries if e.name.endswith(".py") and e.is_file()), None) or next(
+    found = next((e.name for e in entries if e.name.endswith(".py") and e.name not in besides and e.is_file()), None) or next(
         (os.path.join(e.name, "prepare.py") for e in entries if e.is_dir() and os.path.isfile(os.path.join(e.path, "prepare.py"))),
         None)
     return found and f"source code ({found})"

@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, held_work, library_help, new_parents, remove_empty, replacing, uninterrupted
+from configurator import ConfigError, code_in, held_work, library_help, new_parents, remove_empty, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -114,6 +114,10 @@ def check_dataset_folder(out_dir):
     if held:
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {held}, whose meta.json would be "
                           "replaced; choose another --out_dir")
+    code = code_in(out_dir, besides=("prepare.py",))  # a dataset's own folder holds its prepare.py, and only that
+    if code:  # the checkout, config/, data/: the bins would land among the code (and in git add -A)
+        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {code}; a dataset goes in a folder "
+                          "of its own, such as data/<name>; choose another --out_dir")
     if os.path.exists(os.path.join(out_dir, "meta.json")):
         try:
             read_meta(out_dir)

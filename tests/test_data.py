@@ -155,6 +155,32 @@ def test_prepare_refuses_a_run_or_model_folder(tmp_path, held, make):
     assert (folder / "meta.json").read_text() == '{"tokenizer": "char"}' and not (folder / "train.bin").exists()
 
 
+@pytest.mark.parametrize("code, found", [(["train.py", "model.py"], "model.py"), (["tiny.py"], "tiny.py"),
+                                         (["books/prepare.py"], "books/prepare.py"),
+                                         (["prepare.py", "helpers.py"], "helpers.py")])
+def test_prepare_refuses_a_folder_of_code(tmp_path, code, found):
+    """--out_dir=<the checkout>, config/ or data/ wrote train.bin, val.bin and meta.json among the code, for
+    git add -A to commit (a fresh user's pass); train.py and scaling.py refused such folders already. A
+    dataset's own folder, holding its prepare.py alone, is where its bins go."""
+    folder = tmp_path / "code"
+    for name in code:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("print('mine')\n")
+    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
+    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
+                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"error: cannot prepare a dataset in {folder}: it holds source code ({found}); a dataset goes "
+                        "in a folder of its own, such as data/<name>; choose another --out_dir\n")
+    assert not (folder / "train.bin").exists()
+    for name in code:  # its own prepare.py alone (or nothing): prepared as ever
+        if name != "prepare.py":
+            (folder / name).unlink()
+    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
+                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and (folder / "train.bin").exists(), p.stderr
+
+
 @pytest.mark.parametrize("files, message", [
     ({"meta.json": '{"my": "settings"}', "train.bin": "my data"},
      "its meta.json is not a dataset's, and would be replaced; remove it or choose another --out_dir"),
