@@ -240,7 +240,13 @@ def report(config, seq_len=None, optimizer="adamw"):
 def run_model(out_dir, cfg, given, optimizer):
     """--out_dir: cfg's model keys set to those of the run's ckpt.pt, which given (the keys set on the command
     line or in a file) must not contradict. Returns the optimizer the run trained with, unless given."""
-    from checkpoint import current_model_args, load_checkpoint
+    from checkpoint import current_model_args, is_export, load_checkpoint
+    if os.path.isfile(out_dir):  # a checkpoint named as out_dir (best.pt holds the same shape as ckpt.pt)
+        raise ConfigError(f"out_dir {out_dir} is a file: out_dir is a run's folder, whose ckpt.pt sizing.py reads; "
+                          f"pass --out_dir={os.path.dirname(out_dir) or '.'}")
+    if is_export(out_dir):
+        raise ConfigError(f"{out_dir} is a Hugging Face folder as export.py writes, not a training run: size the run "
+                          "it was exported from (--out_dir=<its out_dir>), or give the model's keys (--n_layer=...)")
     path = os.path.join(out_dir, "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # weights_only; mapped: nothing read but what is looked at
     args = current_model_args(ckpt)

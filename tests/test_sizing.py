@@ -351,6 +351,18 @@ def test_out_dir_sizes_the_model_a_run_trained(tmp_path):
         "whose n_layer is 2, not 4" in clash.stderr
     folder = run_script("sizing.py", str(tmp_path))
     assert folder.returncode == 2 and f"did you mean --out_dir={tmp_path}?" in folder.stderr
+    # a checkpoint named as out_dir, and an export folder: "no checkpoint at <file>/ckpt.pt", where sample.py
+    # says what each is (a fresh user's pass)
+    named = run_script("sizing.py", f"--out_dir={tmp_path / 'ckpt.pt'}")
+    assert (named.returncode, named.stderr) == (2, f"error: out_dir {tmp_path / 'ckpt.pt'} is a file: out_dir is a "
+                                                   f"run's folder, whose ckpt.pt sizing.py reads; pass --out_dir={tmp_path}\n")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    for name in ("config.json", "meta.json", "model.safetensors"):
+        (hf / name).write_text("{}")
+    export = run_script("sizing.py", f"--out_dir={hf}")
+    assert export.returncode == 2 and export.stderr.startswith(f"error: {hf} is a Hugging Face folder as export.py "
+                                                               "writes, not a training run"), export.stderr
 
 
 def test_a_seq_len_past_block_size_is_sized_with_a_note():
