@@ -989,7 +989,8 @@ def main(argv=None):
     plan = check(cfg)  # before any output: bad input is one line alone
     print(machine_line(machine))
     if mode != "race":  # the race prints its own method
-        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up", flush=True)  # before the wait
+        quick = " (--quick: tiny sizes, a smoke test whose figures mean nothing)" if cfg["quick"] else ""
+        print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up{quick}", flush=True)  # before the wait
     if mode == "race":
         result, lines = bench_race(cfg, plan)
     else:
