@@ -130,6 +130,8 @@ def load_run(folder, ckpt="", meta=""):
     (checkpoint, its path, model, meta, where meta came from) of a training run's out_dir, glassgpt's
     or nanoGPT's: ckpt names the file ("" = best.pt if there is one, else ckpt.pt), meta the tokenizer.
     """
+    if not folder:  # "" would read as "out_dir  does not exist", and train into --out_dir=
+        raise ConfigError("out_dir is empty: pass a training run's folder, e.g. --out_dir=out-tiny")
     if ckpt and not ckpt.endswith(".pt"):  # log.jsonl, meta.json: not read as a checkpoint, by any tool
         raise ConfigError(f"ckpt must be ckpt.pt, best.pt or another .pt file in out_dir, got {ckpt!r}")
     if folder.endswith(".pt") and os.path.isfile(folder):  # a checkpoint named as out_dir

@@ -259,6 +259,8 @@ def bad_cases(out_dir):
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
                             "expected a training run's folder there (its ckpt.pt or best.pt); train a model into it "
                             f"first (python train.py config/tiny.py --out_dir={out_dir / 'nope'})"),
+        # "out_dir  does not exist ... (python train.py config/tiny.py --out_dir=)" (a fresh user's pass)
+        "empty out_dir": (["--out_dir="], "out_dir is empty: pass a training run's folder, e.g. --out_dir=out-tiny"),
         # a checkpoint named as out_dir: the hint was to train into it, which train.py refuses
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file: out_dir "
                               f"is a run's folder; for that file pass --out_dir={out_dir} --ckpt=ckpt.pt"),
