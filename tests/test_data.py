@@ -137,6 +137,15 @@ def test_a_dataset_rewritten_is_replaced_whole_or_not_at_all(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "train.bin", "val.bin"]
 
 
+def prepare_notes(tmp_path, folder):
+    """data/text/prepare.py of a short text into folder, as a user runs it."""
+    notes = tmp_path / "notes.txt"
+    if not notes.exists():
+        notes.write_text("To be, or not to be, that is the question. " * 20)
+    return subprocess.run([sys.executable, "data/text/prepare.py", f"--input={notes}", f"--out_dir={folder}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize("held, make", [("a training run (ckpt.pt)", lambda d: (d / "ckpt.pt").write_bytes(b"x")),
                                         ("a training run (log.jsonl)", lambda d: (d / "log.jsonl").write_text("")),
                                         ("a Hugging Face model (config.json)", lambda d: (d / "config.json").write_text("{}"))])
@@ -146,9 +155,7 @@ def test_prepare_refuses_a_run_or_model_folder(tmp_path, held, make):
     folder.mkdir()
     make(folder)
     (folder / "meta.json").write_text('{"tokenizer": "char"}')
-    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
-    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
-                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = prepare_notes(tmp_path, folder)
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr == (f"error: cannot prepare a dataset in {folder}: it holds {held}, whose meta.json would be "
                         "replaced; choose another --out_dir\n")
@@ -166,9 +173,7 @@ def test_prepare_refuses_a_folder_of_code(tmp_path, code, found):
     for name in code:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("print('mine')\n")
-    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
-    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
-                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = prepare_notes(tmp_path, folder)
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr == (f"error: cannot prepare a dataset in {folder}: it holds source code ({found}); a dataset goes "
                         "in a folder of its own, such as data/<name>; choose another --out_dir\n")
@@ -176,8 +181,7 @@ def test_prepare_refuses_a_folder_of_code(tmp_path, code, found):
     for name in code:  # its own prepare.py alone (or nothing): prepared as ever
         if name != "prepare.py":
             (folder / name).unlink()
-    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
-                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = prepare_notes(tmp_path, folder)
     assert p.returncode == 0 and (folder / "train.bin").exists(), p.stderr
 
 
@@ -199,17 +203,14 @@ def test_prepare_refuses_files_it_did_not_write(tmp_path, files, message):
         for name, text in files.items():
             (folder / name).write_text(text)
     before = ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes())
-    (tmp_path / "notes.txt").write_text("To be, or not to be, that is the question. " * 20)
-    p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
-                        f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = prepare_notes(tmp_path, folder)
     assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: cannot prepare a dataset in {folder}: {message}\n")
     assert ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes()) == before
     if files is not None:  # a dataset a prepare wrote is replaced as ever
         for name in files:
             (folder / name).unlink()
         for _ in range(2):
-            p = subprocess.run([sys.executable, "data/text/prepare.py", f"--input={tmp_path / 'notes.txt'}",
-                                f"--out_dir={folder}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+            p = prepare_notes(tmp_path, folder)
             assert p.returncode == 0, p.stderr
         assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "train.bin", "val.bin"]
 
