@@ -21,7 +21,7 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, code_in, held_work, library_help, new_parents, remove_empty, replacing, uninterrupted
+from configurator import ConfigError, code_in, held_work, unwritable, library_help, new_parents, remove_empty, replacing, uninterrupted
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
@@ -110,6 +110,9 @@ def check_dataset_folder(out_dir):
     the only record of the model's tokenizer, nor over a meta.json or bins of some other kind. Raises ConfigError."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it is a file, not a folder; choose another --out_dir")
+    why = unwritable(out_dir)  # read-only, /proc, a file on its path: said before the text is read and reported
+    if why:
+        raise ConfigError(f"cannot prepare a dataset in {out_dir}: {why}; choose another --out_dir")
     held = held_work(out_dir, ("a training run", "a Hugging Face model"))
     if held:
         raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {held}, whose meta.json would be "
