@@ -390,27 +390,29 @@ class Trainings:
                 proc.kill()
 
 
-def finished(result_path, key):
-    """The result.json of a training an earlier sweep finished with the same settings (key), else None: also
-    where it is unreadable (torn, not JSON), and that training runs again."""
+def read_result(result_path):
+    """An earlier sweep's result.json for one training, as a dict with its val_loss; None where there is none
+    or it is unreadable (torn, not JSON), and that training runs again."""
     try:
         with open(result_path, "rb") as f:
             done = json.load(f)
     except (OSError, ValueError):
         return None
-    ok = isinstance(done, dict) and {k: done.get(k) for k in key} == key and "val_loss" in done and "seconds" in done
+    return done if isinstance(done, dict) and "val_loss" in done else None
+
+
+def finished(result_path, key):
+    """The result.json of a training an earlier sweep finished with the same settings (key), else None."""
+    done = read_result(result_path)
+    ok = done is not None and {k: done.get(k) for k in key} == key and "seconds" in done
     return done if ok else None
 
 
 def other_result(result_path, key):
     """What differs, as "its result.json is of data_dir='...'", where an earlier sweep finished this training
     with other settings; None where there is no result, a torn one (it runs again), or the same settings."""
-    try:
-        with open(result_path, "rb") as f:
-            done = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(done, dict) and "val_loss" in done):
+    done = read_result(result_path)
+    if done is None:
         return None
     differ = next((k for k in key if done.get(k) != key[k]), None)
     name = os.path.join(os.path.basename(os.path.dirname(result_path)), "result.json")
@@ -485,7 +487,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         r["run_dir"] = os.path.join(out_dir, f"C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}")
         key = {k: r[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
         r["key"] = dict(key, data_dir=data_dir)
-        why = other_result(os.path.join(r["run_dir"], "result.json"), r["key"])
+        r["done"] = finished(os.path.join(r["run_dir"], "result.json"), r["key"])
+        why = not r["done"] and other_result(os.path.join(r["run_dir"], "result.json"), r["key"])
         if why:  # another sweep's result (another dataset): training again would replace it
             raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}, which this sweep would replace; choose "
                               "another --out_dir")
@@ -493,7 +496,7 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
           f"FLOPs in all, {jobs} at a time, into {out_dir}/", flush=True)
     todo = []
     for r in runs:
-        done = finished(os.path.join(r["run_dir"], "result.json"), r["key"])
+        done = r.pop("done")
         if done:  # finished by an earlier sweep with the same plan: reuse it
             r.update(val_loss=done["val_loss"], seconds=done["seconds"])
             print(f"reused {r['run_dir']}: val_loss {r['val_loss']:.4f}", flush=True)
