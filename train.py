@@ -1214,10 +1214,10 @@ class Run:
         self.start_iter, self.opt_seconds = self.iter_num, 0.0
         self.in_flight = None  # an iteration's start state, while it may still be dropped
         self.ckpt_iter = self.iter_num if init_from == "resume" else None  # the iteration out_dir/ckpt.pt holds
-        self.log_file, self.log_was, self.moved, self.moved_to = None, "", None, None
+        self.log_file, self.log_was, self.moved_to = None, "", None
         self.logged_eval = None  # a resume's iteration whose eval the earlier run logged
         self.wrote = []  # the files a new run adds to out_dir: a run that trains nothing takes them away again
-        self.bar, self.spent, self.stop = None, None, False
+        self.bar, self.stop = None, False
 
     def build(self, config, given):
         """The model, its dtype, the optimizer, and where a resumed run stands. Returns the checkpoint (or None)."""
@@ -1275,7 +1275,7 @@ class Run:
         run's untrained ckpt.pt would only pass for a run, and the next run would move it aside as one) and
         puts that earlier run back: held, so that no stop falls between the move and arming it to say so.
         """
-        log_path = os.path.join(out_dir, "log.jsonl")
+        log_path, moved = os.path.join(out_dir, "log.jsonl"), None
         with self.stopper.held():
             if self.master and not eval_only:
                 if init_from == "resume" and os.path.isfile(log_path):  # put back by a stop before the first iteration
@@ -1283,14 +1283,14 @@ class Run:
                         self.log_was = f.read()
                 if init_from != "resume":
                     self.wrote = [n for n in ("log.jsonl", "meta.json") if not os.path.exists(os.path.join(out_dir, n))]
-                self.log_file, self.moved, self.moved_to, self.logged_eval = open_out_dir(
+                self.log_file, moved, self.moved_to, self.logged_eval = open_out_dir(
                     out_dir, data_dir, self.meta, self.iter_num if init_from == "resume" else None)
             self.stopper.armed = ("nothing to save (eval_only)" if eval_only else
                                   f"nothing trained since {out_dir}/ckpt.pt (iter {self.iter_num}), which stays as it was"
                                   if init_from == "resume" else "nothing trained yet, nothing saved" +
                                   (f"; the earlier run goes back from {self.moved_to} into {out_dir}" if self.moved_to else ""))
-        if self.moved:
-            self.say(self.moved)
+        if moved:
+            self.say(moved)
         if self.nanogpt and self.master and not eval_only:
             kept_as = keep_nanogpt_checkpoint(out_dir)
             print(f"warning: {out_dir}/ckpt.pt is nanoGPT's (kept as {kept_as}): it holds no random-number or "
@@ -1305,11 +1305,6 @@ class Run:
         self.bar = tqdm(total=max_iters, initial=self.iter_num, unit="it", dynamic_ncols=True,
                         disable=not (self.master and sys.stderr.isatty()))
         self.stop = False
-        if init_from == "resume" and self.iter_num >= max_iters:  # a run that had already ended: why nothing trains
-            self.spent = f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
-        elif init_from == "resume" and 0 < max_seconds <= self.trained:
-            self.spent = (f"it had already used its max_seconds={max_seconds:g} budget ({self.trained:.0f} s of "
-                          "training steps); raise --max_seconds to train on")
         tokens_since_log, time_since_log = 0, 0.0
         step_times, eval_time, estimated = [], None, False  # measured, for the estimate of the time the run takes
         # a stop between micro-batches: alone, a check costs nothing; under DDP it is a collective, so only
@@ -1404,9 +1399,18 @@ class Run:
             if self.wandb_run is not None:
                 self.wandb_run.finish()
             if not (eval_only or self.stop):
-                self.say(done_line(self.iter_num, self.start_iter, self.best_val_loss, self.ckpt_iter, self.spent,
+                self.say(done_line(self.iter_num, self.start_iter, self.best_val_loss, self.ckpt_iter, self.spent(),
                                    came_back))
         return self.stopper.signum  # the signal this process was stopped by, if any
+
+    def spent(self):
+        """Why a resumed run trained nothing, and how to train on, where it had already ended; else None."""
+        if init_from == "resume" and self.iter_num >= max_iters:
+            return f"it had already reached max_iters={max_iters}; raise --max_iters to train on"
+        if init_from == "resume" and 0 < max_seconds <= self.trained:
+            return (f"it had already used its max_seconds={max_seconds:g} budget ({self.trained:.0f} s of "
+                    "training steps); raise --max_seconds to train on")
+        return None
 
     # ------------------------------------------------------------------ one iteration
 
