@@ -21,7 +21,8 @@ import pickle
 
 import numpy as np
 
-from configurator import ConfigError, code_in, held_work, unwritable, library_help, new_parents, remove_empty, replacing, uninterrupted
+from configurator import (ConfigError, code_in, held_work, library_help, new_parents, remove_empty, replacing,
+                          uninterrupted, unwritable)
 
 if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
     library_help(__file__)
