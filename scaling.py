@@ -604,8 +604,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     sweeping = argv[:1] == ["sweep"]
     if argv and not sweeping and not any(a in HELP for a in argv):
+        folder = argv[0].partition("=")[2] if argv[0].startswith("--out_dir=") else ""
+        work = folder and held_work(folder, kinds=("a training run",))  # out-tiny: a run to size, not to sweep into
         hint = (" (did you mean --help?)" if means_help(argv[0]) else
                 " (did you mean sweep?)" if difflib.get_close_matches(argv[0], ["sweep"]) else
+                f" ({folder} holds {work}: sizing.py --out_dir={folder} sizes it; a sweep trains into "
+                "a folder of its own)" if work else
                 f" (did you mean sweep {argv[0]}?)" if argv[0].startswith("--") else "")
         raise ConfigError(f"scaling.py takes no arguments (the figures), or sweep and its --key=value; "
                           f"got '{argv[0]}'{hint}")

@@ -354,6 +354,20 @@ def test_final_val_loss_reads_last_eval(tmp_path):
         final_val_loss(log, 5)
 
 
+def test_a_runs_folder_given_without_sweep_is_hinted_at_sizing(tmp_path):
+    """scaling.py --out_dir=out-tiny: the hint was `sweep --out_dir=out-tiny`, which the sweep then refuses (a
+    run's folder); the tool that reads a run's model is sizing.py."""
+    run_dir = tmp_path / "out-tiny"
+    run_dir.mkdir()
+    (run_dir / "ckpt.pt").write_bytes(b"weights")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scaling.py"), "--out_dir=out-tiny"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.endswith("got '--out_dir=out-tiny' (out-tiny holds a training run (ckpt.pt): sizing.py "
+                             "--out_dir=out-tiny sizes it; a sweep trains into a folder of its own)\n"), p.stderr
+    assert os.listdir(run_dir) == ["ckpt.pt"]
+
+
 def test_cli_prints_reproduced_figures():
     out = subprocess.run([sys.executable, "scaling.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for figure in ("N = 316.23M, D = 11.65B", "N = 326.12M, D = 11.29B", "log10 D = 1.0410 log10 N + 0.9354",
