@@ -123,16 +123,16 @@ def _training_config(script, path, scope, key, default_out_dir):
                        f"pass {how}")
 
 
-def config_training_into(out_dir):
-    """The project's config/*.py that trains into out_dir (config/tiny_gpt2.py for out-tiny-gpt2), or None:
-    for the hint when a script that reads a run finds none there."""
+def training_into(out_dir):
+    """The command that trains into out_dir, for the hint when a script that reads a run finds none there:
+    the project's config/*.py whose out_dir it is (config/tiny_gpt2.py for out-tiny-gpt2), else the main job's."""
     root = os.path.dirname(os.path.abspath(__file__))
     for path in sorted(glob.glob(os.path.join(root, "config", "*.py"))):
         with open(path, encoding="utf-8") as f:
             found = re.search(r"^out_dir\s*=\s*[\"']([^\"']+)[\"']", f.read(), re.M)
         if found and os.path.abspath(found.group(1)) == os.path.abspath(out_dir):
-            return os.path.relpath(path, root)
-    return None
+            return f"python train.py {os.path.relpath(path, root)}"
+    return f"python train.py config/tiny.py --out_dir={out_dir}"
 
 
 def training_keys():
@@ -182,6 +182,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
                     hint = f" (did you mean {beside}? relative paths are taken from the current folder)"
                 meant = [m for m in (arg + ".py", os.path.join("config", arg), os.path.join("config", arg + ".py"))
                          if os.path.isfile(m)]  # config/tiny, tiny.py, tiny
+                if reads_run and not hint and not meant and not arg.endswith(".py") and not os.path.exists(arg):
+                    hint = f" (did you mean --out_dir={arg}? there is no such folder yet: {training_into(arg)} trains one)"
                 if not hint and not meant and not os.path.exists(arg):  # config/tny.py, tny.py: a near name
                     folder = os.path.dirname(arg) or "config"  # not ".", where the near names are the tools
                     name = os.path.basename(arg) if arg.endswith(".py") else os.path.basename(arg) + ".py"

@@ -22,7 +22,7 @@ import torch
 
 from checkpoint import (check_init_from, checkpoint_summary, is_export, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained)
-from configurator import ConfigError, autocast, config_keys, config_training_into, configure, resolve_device, run
+from configurator import ConfigError, autocast, config_keys, configure, resolve_device, run, training_into
 from tokenizer import find_meta, gpt2_meta, load_tokenizer, read_meta, read_nanogpt_meta, stream_decode
 
 # -----------------------------------------------------------------------------
@@ -140,8 +140,7 @@ def load_run(folder, ckpt="", meta=""):
                           f"--out_dir={parent} --ckpt={name}")
     if not os.path.isdir(folder):
         what = "is a file" if os.path.exists(folder) else "does not exist"
-        config = config_training_into(folder)  # the config that trains into it, else the main job's, told so
-        train = f"python train.py {config}" if config else f"python train.py config/tiny.py --out_dir={folder}"
+        train = training_into(folder)
         raise ConfigError(f"out_dir {folder} {what}: expected a training run's folder there (its ckpt.pt or "
                           f"best.pt); train a model into it first ({train}) or pass --out_dir=<its out_dir>")
     path = os.path.join(folder, ckpt or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from configurator import ConfigError, config_keys, config_training_into, configure, resolve_device, run
+from configurator import ConfigError, config_keys, configure, resolve_device, run, training_into
 from conftest import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,6 +213,27 @@ def test_a_folder_where_a_config_file_goes_hints_out_dir(tmp_path):
         configure({**DEFAULTS, "out_dir": "out"}, [str(tmp_path / "ckpt.pt")])
     assert str(caught.value) == (f"cannot read config file {tmp_path / 'ckpt.pt'}: not text, so not a config file "
                                  f"(did you mean --out_dir={tmp_path}?)")
+
+
+def test_a_missing_runs_folder_where_a_config_file_goes_hints_out_dir(tmp_path, monkeypatch):
+    """python sample.py out-tiny, before training: it was hinted at config/tiny.py (a near name), which
+    sample.py then refuses as a training config. A script that reads a run says --out_dir= and what trains one;
+    train.py, which takes config files, keeps the near name, as does sample.py tiny (config/tiny.py exists)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "tiny.py").write_text("batch_size = 4\n")
+    reads = {**DEFAULTS, "out_dir": "out"}
+    for arg, train in (("out-tiny", "python train.py " + os.path.join("config", "tiny.py")),
+                       ("out-mine", "python train.py config/tiny.py --out_dir=out-mine")):
+        with pytest.raises(ConfigError) as caught:
+            configure(reads, [arg], reads_run=True)
+        assert str(caught.value) == (f"cannot read config file {arg}: No such file or directory (did you mean "
+                                     f"--out_dir={arg}? there is no such folder yet: {train} trains one)")
+    for arg, reads_run in (("out-tiny", False), ("tiny", True)):
+        with pytest.raises(ConfigError) as caught:
+            configure(reads, [arg], reads_run=reads_run)
+        assert str(caught.value) == (f"cannot read config file {arg}: No such file or directory "
+                                     "(did you mean config/tiny.py?)")
 
 
 def test_config_file_sets_keys(tmp_path):
@@ -724,9 +745,9 @@ def test_the_config_that_trains_into_an_out_dir(tmp_path, monkeypatch):
     """sample.py, lens.py and export.py, finding no run in out-tiny-gpt2, point at the config that trains
     into it (config/tiny_gpt2.py), not at the main job's, whose run goes to out-tiny."""
     monkeypatch.chdir(tmp_path)  # out_dir is relative to where the script runs, as the configs' are
-    assert config_training_into("out-tiny-gpt2") == os.path.join("config", "tiny_gpt2.py")
-    assert config_training_into("./out-tiny") == os.path.join("config", "tiny.py")
-    assert config_training_into("out-mine") is None
+    assert training_into("out-tiny-gpt2") == "python train.py " + os.path.join("config", "tiny_gpt2.py")
+    assert training_into("./out-tiny") == "python train.py " + os.path.join("config", "tiny.py")
+    assert training_into("out-mine") == "python train.py config/tiny.py --out_dir=out-mine"
 
 
 def test_a_file_beside_the_scripts_that_does_not_parse_is_passed_over(tmp_path, monkeypatch):
