@@ -4,7 +4,7 @@ training memory, checkpoint size. tests/ prove every count equals the instantiat
 
     python sizing.py                      # GPT-2 small (124M)
     python sizing.py config/tiny.py       # any config, --key=value overrides as train.py
-    python sizing.py --out_dir=out-tiny   # the model a run trained, from its ckpt.pt
+    python sizing.py --out_dir=out-tiny   # the model a run trained, from its ckpt.pt (else best.pt)
     python sizing.py --n_layer=48 --n_head=25 --n_embd=1600   # gpt2-xl, sized in a second
 """
 
@@ -240,15 +240,25 @@ def report(config, seq_len=None, optimizer="adamw"):
 def run_model(out_dir, cfg, given, optimizer):
     """--out_dir: cfg's model keys set to those of the run's ckpt.pt, which given (the keys set on the command
     line or in a file) must not contradict. Returns the optimizer the run trained with, unless given."""
-    from checkpoint import current_model_args, is_export, load_checkpoint
+    from checkpoint import current_model_args, is_export, load_checkpoint, other_checkpoint
     if os.path.isfile(out_dir):  # a checkpoint named as out_dir (best.pt holds the same shape as ckpt.pt)
         raise ConfigError(f"out_dir {out_dir} is a file: out_dir is a run's folder, whose ckpt.pt sizing.py reads; "
                           f"pass --out_dir={os.path.dirname(out_dir) or '.'}")
     if is_export(out_dir):
         raise ConfigError(f"{out_dir} is a Hugging Face folder as export.py writes, not a training run: size the run "
                           "it was exported from (--out_dir=<its out_dir>), or give the model's keys (--n_layer=...)")
-    path = os.path.join(out_dir, "ckpt.pt")
-    ckpt = load_checkpoint(path, mmap=True)  # weights_only; mapped: nothing read but what is looked at
+    path, best = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "best.pt")
+    try:
+        ckpt = load_checkpoint(path, mmap=True)  # weights_only; mapped: nothing read but what is looked at
+    except ConfigError as e:  # missing or corrupt: best.pt holds the same model's shape
+        if not os.path.isfile(best):
+            raise
+        why = str(e).removesuffix(other_checkpoint(path))
+        try:
+            ckpt, path = load_checkpoint(best, mmap=True), best
+        except ConfigError:
+            raise ConfigError(f"{why}; nor can {best} be read") from None
+        print(f"{why}: sizing best.pt, the same model", file=sys.stderr)
     args = current_model_args(ckpt)
     unknown = sorted(set(args) - set(cfg))
     if unknown:

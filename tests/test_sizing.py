@@ -365,6 +365,35 @@ def test_out_dir_sizes_the_model_a_run_trained(tmp_path):
                                                                "writes, not a training run"), export.stderr
 
 
+def test_out_dir_with_ckpt_pt_missing_or_corrupt_sizes_best_pt(tmp_path):
+    """A run whose ckpt.pt is gone or corrupt: the error said best.pt is there, but sizing.py has no key to read
+    it (a fresh user's pass). best.pt holds the same model's shape, so it is sized, with a line saying why."""
+    import shutil
+    import train
+    from checkpoint import save_checkpoint
+    config = GPTConfig(block_size=32, vocab_size=43, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu", "adamw")
+    state = train.checkpoint_state(model, opt, torch.amp.GradScaler("cpu", enabled=False),
+                                   train.config_keys(vars(train)), 5, 2.0, 1.0,
+                                   train.rng_state("cpu"), torch.Generator().get_state())
+    save_checkpoint(state, str(tmp_path / "best.pt"))
+    ckpt, best = tmp_path / "ckpt.pt", tmp_path / "best.pt"
+    gone = run_script("sizing.py", f"--out_dir={tmp_path}")
+    assert gone.returncode == 0 and gone.stderr == (f"no checkpoint at {ckpt}: sizing best.pt, the same model\n"
+                                                    f"the model of {best} (iter 5)\n"), gone.stderr
+    assert gone.stdout.startswith("GPT: n_layer=2 n_head=2 n_embd=32 block_size=32 vocab_size=43")
+    ckpt.write_bytes(best.read_bytes()[:1000])
+    corrupt = run_script("sizing.py", f"--out_dir={tmp_path}")
+    assert corrupt.returncode == 0 and corrupt.stdout == gone.stdout
+    assert corrupt.stderr.startswith(f"cannot read checkpoint {ckpt}: truncated, corrupt") and \
+        corrupt.stderr.endswith(f": sizing best.pt, the same model\nthe model of {best} (iter 5)\n")
+    shutil.copy(ckpt, best)  # both corrupt: one line, naming both
+    both = run_script("sizing.py", f"--out_dir={tmp_path}")
+    assert both.returncode == 2 and both.stdout == "" and both.stderr.startswith(
+        f"error: cannot read checkpoint {ckpt}: truncated") and both.stderr.endswith(f"; nor can {best} be read\n")
+
+
 def test_a_seq_len_past_block_size_is_sized_with_a_note():
     """--seq_len=4096 on a 1024-token model: FLOPs for a length the model cannot take, now said on stderr."""
     r = run_script("sizing.py", "--seq_len=4096")
