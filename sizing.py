@@ -260,6 +260,7 @@ def run_model(out_dir, cfg, given, optimizer):
             raise ConfigError(f"{why}; nor can {best} be read") from None
         print(f"{why}: sizing best.pt, the same model", file=sys.stderr)
     args = current_model_args(ckpt)
+    args.pop("sinusoidal_scale", None)  # an amplitude, not a size: no key here
     unknown = sorted(set(args) - set(cfg))
     if unknown:
         raise ConfigError(f"{path} was trained with model keys model.py does not have ({', '.join(unknown)}): "
@@ -276,7 +277,9 @@ def run_model(out_dir, cfg, given, optimizer):
 def main():
     from model import OPTIMIZERS, GPTConfig
     # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
-    defaults = dict(config_keys(vars(GPTConfig())), **KEYS)
+    # sinusoidal_scale, an amplitude, sizes nothing, and train.py has no such key
+    model_keys = {k: v for k, v in config_keys(vars(GPTConfig())).items() if k != "sinusoidal_scale"}
+    defaults = dict(model_keys, **KEYS)
     given = {}
     cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")], given=given)
     seq_len, dataset, data_dir, optimizer, out_dir = (cfg.pop(k) for k in

@@ -113,6 +113,7 @@ bias = True  # biases in Linears and LayerNorms, as GPT-2
 norm = "layernorm"  # "layernorm" | "rmsnorm"
 position = "learned"  # "learned" | "sinusoidal" | "rope"
 attention = "sdpa"  # "sdpa" | "manual"
+activation = "gelu_tanh"  # the MLP's GELU: "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (exact erf, nanoGPT's)
 tie_weights = True  # lm_head shares wte's matrix
 optimizer = "adamw"  # "adamw" | "muon" (Muon for the blocks' matmul weights, AdamW as below for the rest)
 muon_lr = 0.02  # Muon's peak lr; the lr schedule scales it as it scales learning_rate
@@ -146,7 +147,8 @@ seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 
 _REPO = os.path.dirname(os.path.abspath(__file__))
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "tie_weights")
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "activation",
+              "tie_weights")
 RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")  # what a run leaves in out_dir
 
 

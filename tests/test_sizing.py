@@ -401,3 +401,16 @@ def test_a_seq_len_past_block_size_is_sized_with_a_note():
     assert r.stderr == ("note: seq_len 4096 is past block_size 1024, more than the model can take at once: "
                         "its FLOPs are counted as if it could\n"), r.stderr
     assert run_script("sizing.py", "--seq_len=1024").stderr == ""
+
+
+def test_the_model_keys_sizing_takes_are_train_pys():
+    """sizing.py sizes what train.py trains: each model key it takes is one train.py takes too (vocab_size
+    aside, which train.py reads from the dataset). It took --sinusoidal_scale, which train.py has not, and
+    train.py lacked --activation, which sizing.py took (a fresh user's pass)."""
+    from configurator import training_keys
+    help_text = run_script("sizing.py", "--help").stdout
+    taken = {line.split("=")[0].strip()[2:] for line in help_text.splitlines() if line.startswith("  --")}
+    model = set(vars(GPTConfig())) & taken
+    assert "activation" in model and "sinusoidal_scale" not in taken
+    assert model - {"vocab_size"} <= training_keys(), model - training_keys()
+    assert run_script("sizing.py", "--activation=gelu").returncode == 0

@@ -214,6 +214,25 @@ def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
     assert ckpt["model_args"]["dropout"] == 0.1 and ckpt["config"]["n_embd"] == 16
 
 
+def test_the_activation_switch_trains_and_resumes(tmp_path, data_dir):
+    """activation is a model key as norm is: README names the exact GELU nanoGPT's models use (activation="gelu"),
+    sizing.py took --activation, but train.py said `unknown config key 'activation' (did you mean attention?)`
+    (a fresh user's pass). The run trains the erf GELU, saves the switch, and a resume keeps it or refuses another."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", "--eval_interval=2", "--activation=gelu", data=data_dir, out=out).returncode == 0
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["model_args"]["activation"] == "gelu" and ckpt["config"]["activation"] == "gelu"
+    assert model_from_checkpoint(ckpt).transformer.h[0].mlp.exact
+    before = digest(out / "ckpt.pt")
+    assert_one_line_error(run_train("--init_from=resume", "--max_iters=4", "--activation=gelu_tanh", data=data_dir,
+                                    out=out), 2, "activation=gelu_tanh (on the command line)", "has activation=gelu")
+    assert digest(out / "ckpt.pt") == before
+    assert run_train("--init_from=resume", "--max_iters=4", data=data_dir, out=out).returncode == 0
+    assert load_checkpoint(out / "ckpt.pt")["model_args"]["activation"] == "gelu"
+    assert_one_line_error(run_train("--activation=relu", data=data_dir, out=tmp_path / "relu"), 2,
+                          "activation='relu': must be one of gelu_tanh, gelu")
+
+
 def test_resume_clash_from_a_config_file_gives_a_hint_that_can_be_followed(tmp_path, data_dir):
     """A model key set in a config file cannot be "left out" without editing the file: the one-line error says
     which --key=value to add (the command line overrides the file), what to drop, or to use another out_dir;
