@@ -741,6 +741,13 @@ def release_out_dirs():
         os.close(OUT_DIR_LOCKS.popitem()[1])  # closing the folder's descriptor lets its lock go
 
 
+def exit_now(code):
+    """End the process at once, from any thread, whatever the main thread is doing (os._exit: no finally
+    runs), after what the main thread's end would do: an out_dir this run made and left empty goes."""
+    release_out_dirs()
+    os._exit(code)
+
+
 def keep_nanogpt_checkpoint(out_dir):
     """
     out_dir's ckpt.pt is nanoGPT's and glassgpt's will replace it: copy it for nanoGPT's tools to
@@ -871,17 +878,17 @@ class Stopper:
                 if select.select([self.pipe], [], [], max(0.0, end - time.monotonic()))[0]:
                     self.hear()
             if self.quit is not None:
-                os._exit(self.quit)
+                exit_now(self.quit)
             with self.save_lock:
                 if self.cut and self.rescue is not None:  # still inside the section: the main thread is not saving
                     self.rescue()
-                    os._exit(128 + self.signum)
+                    exit_now(128 + self.signum)
 
     def quit_if_saved(self):
         """A quit once all is saved (a second Ctrl-C while loss.png is drawn) ends the process at once: there is
         nothing left to lose, and unwinding torch and matplotlib can take seconds on a busy machine."""
         if self.quit is not None and self.armed is None:
-            os._exit(self.quit)
+            exit_now(self.quit)
 
     @contextmanager
     def held(self):

@@ -1288,9 +1288,9 @@ ONE_LONG_OP = (
     "import os, runpy, sys, torch\n"
     "import torch.nn.functional as F\n"
     "sdpa, where = F.scaled_dot_product_attention, sys.argv.pop(1)\n"
-    "before = {'eval': 4, 'train': 2}[where]  # TINY's calls in a first eval (2 + 2 batches) or iteration (2)\n"
+    "before = {'eval': 4, 'train': 2, 'first': 0}[where]  # TINY's calls in a first eval (2 + 2) or iteration (2)\n"
     "def attention(*args, **kwargs):\n"
-    "    if where == ('train' if torch.is_grad_enabled() else 'eval'):\n"
+    "    if where.replace('first', 'eval') == ('train' if torch.is_grad_enabled() else 'eval'):  # first: iter 0's eval\n"
     "        attention.calls += 1\n"
     "        if attention.calls == before + 1:\n"
     "            a = torch.rand(6144, 6144) / 6144\n"
@@ -1362,6 +1362,18 @@ def test_a_stop_sent_twice_at_once_saves(where, tmp_path, data_dir):
                                                "complete iteration (SIGTERM again quits without saving)\n"), stderr
     assert "SIGTERM at iter 1: saved" in "".join(lines), lines
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 1
+
+
+def test_a_stop_inside_one_long_operation_before_anything_trained_leaves_no_folder(tmp_path, data_dir):
+    """A stop while iter 0's eval is held in one long call: the watching thread ends the process (nothing to
+    save), and os._exit ran no finally, so the out_dir the run had made stayed, empty, against the README's
+    word (a fresh user's pass, with --block_size=100000). It goes now, with the folders made for it."""
+    out = tmp_path / "new" / "out"
+    cmd = [sys.executable, "-c", ONE_LONG_OP, "first", *train_cmd(out, data_dir, "--max_iters=10")[1:]]
+    code, seconds, stderr = ctrl_c_in_long_op(cmd, 0.5)
+    assert code == 130 and seconds < 12, (seconds, stderr)
+    assert stderr.splitlines()[-1] == "SIGINT: stopping; nothing trained yet, nothing saved", stderr
+    assert not (tmp_path / "new").exists()
 
 
 def ctrl_c_in_long_op(cmd, *waits):
