@@ -138,11 +138,12 @@ def load_run(folder, ckpt="", meta=""):
         parent, name = os.path.dirname(folder) or ".", os.path.basename(folder)
         raise ConfigError(f"out_dir {folder} is a file: out_dir is a run's folder; for that file pass "
                           f"--out_dir={parent} --ckpt={name}")
+    if os.path.exists(folder) and not os.path.isdir(folder):  # nothing trains into a file
+        raise ConfigError(f"out_dir {folder} is a file, not a training run's folder (its ckpt.pt or best.pt): "
+                          "pass --out_dir=<its out_dir>")
     if not os.path.isdir(folder):
-        what = "is a file" if os.path.exists(folder) else "does not exist"
-        train = training_into(folder)
-        raise ConfigError(f"out_dir {folder} {what}: expected a training run's folder there (its ckpt.pt or "
-                          f"best.pt); train a model into it first ({train}) or pass --out_dir=<its out_dir>")
+        raise ConfigError(f"out_dir {folder} does not exist: expected a training run's folder there (its ckpt.pt or "
+                          f"best.pt); train a model into it first ({training_into(folder)}) or pass --out_dir=<its out_dir>")
     path = os.path.join(folder, ckpt or ("best.pt" if os.path.isfile(os.path.join(folder, "best.pt")) else "ckpt.pt"))
     if not os.path.isfile(path) and is_export(folder):  # config.json and weights: --init_from's kind of folder
         raise ConfigError(f"no checkpoint at {path}: {folder} is a Hugging Face folder as export.py writes, not a "

@@ -264,9 +264,11 @@ def bad_cases(out_dir):
         # a checkpoint named as out_dir: the hint was to train into it, which train.py refuses
         "out_dir is a file": ([f"--out_dir={out_dir / 'ckpt.pt'}"], f"out_dir {out_dir / 'ckpt.pt'} is a file: out_dir "
                               f"is a run's folder; for that file pass --out_dir={out_dir} --ckpt=ckpt.pt"),
-        # README.md as out_dir: the hint was --ckpt=README.md, which is refused
-        "a non-checkpoint file as out_dir": ([f"--out_dir={REPO}/README.md"], f"out_dir {REPO}/README.md is a file: "
-                                             "expected a training run's folder there"),
+        # README.md as out_dir: the hint was --ckpt=README.md, which is refused; then to train into it, which
+        # train.py refuses too (a fresh user's pass); the whole line, so no such hint can follow it
+        "a non-checkpoint file as out_dir": ([f"--out_dir={REPO}/README.md"], f"out_dir {REPO}/README.md is a file, "
+                                             "not a training run's folder (its ckpt.pt or best.pt): pass "
+                                             "--out_dir=<its out_dir>"),
         # 0 printed the prompt back with a hint about line breaks; the other check did not give the value
         "no new tokens": ([f"--out_dir={out_dir}", "--max_new_tokens=0"], "max_new_tokens must be >= 1, got 0"),
         "no samples": ([f"--out_dir={out_dir}", "--num_samples=-1"], "num_samples must be >= 1, got -1"),
@@ -320,6 +322,7 @@ def test_bad_inputs_in_process(out_dir, capsys):
         err = err.strip().splitlines()
         assert e.value.code == 2 and out == "", (name, out)
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], (name, err)
+        assert "train a model into" not in err[0] or "does not exist" in err[0], (name, err)
 
 
 # two that get as far as torch.load, where a library's noise would show; every case is checked in process above
