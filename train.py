@@ -237,7 +237,7 @@ def ensure_data(data_dir, master, ddp):
     prepare = os.path.join(data_dir, "prepare.py")
     rc = [0]
     if master:
-        print(f"{data_dir} has no train.bin/val.bin/meta.json yet: asking its prepare.py to make them", flush=True)
+        print(f"{data_dir} has no train.bin/val.bin/meta.json yet: running its prepare.py", flush=True)
         # told so, a prepare.py can refuse what no one should start unasked (OpenWebText's 55 GB)
         rc[0] = subprocess.run([sys.executable, prepare], cwd=data_dir,
                                env=dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")).returncode

@@ -548,9 +548,12 @@ def test_train_does_not_start_openwebtexts_download_unasked(tmp_path):
         pytest.skip("OpenWebText is prepared here: train.py would not run its prepare.py")
     proc = subprocess.run([sys.executable, "train.py", "--dataset=openwebtext", f"--out_dir={tmp_path / 'out'}",
                            "--device=cpu", "--max_iters=1"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout.endswith("yet: asking its prepare.py to make them\n")
-    assert proc.stderr == ("error: OpenWebText is a ~55 GB download (~17 GB written here): train.py does not start "
-                           "that for you; run it yourself: pip install datasets && python data/openwebtext/prepare.py\n")
+    assert proc.returncode == 2 and proc.stdout.endswith("yet: running its prepare.py\n")
+    # the line after reads on from that one: it said "asking its prepare.py to make them", then "train.py does
+    # not start that for you" (a fresh user's pass, with a bare python train.py); and it names the main job
+    assert proc.stderr == ("error: prepare.py does not start OpenWebText's ~55 GB download (~17 GB written here) from "
+                           "train.py: run it yourself (pip install datasets && python data/openwebtext/prepare.py), "
+                           "or train on Shakespeare in minutes: python train.py config/tiny.py\n")
     assert not any(name.endswith((".bin", ".json")) for name in os.listdir(owt)) and not (tmp_path / "out").exists()
 
 

@@ -1436,7 +1436,7 @@ def test_stop_before_training_begins_exits_at_once(tmp_path):
     folder.mkdir()
     (folder / "prepare.py").write_text("import time\ntime.sleep(120)\n")
     proc, lines, reader = started = start(train_cmd(tmp_path / "out", folder))
-    seconds, stderr = stop_after(started, "asking its prepare.py", signal.SIGTERM)
+    seconds, stderr = stop_after(started, "running its prepare.py", signal.SIGTERM)
     assert proc.returncode == 143 and "Traceback" not in stderr, stderr
     assert stderr.strip().splitlines() == ["SIGTERM: stopped before training began"]
 

@@ -68,8 +68,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = configure(DEFAULTS, spaced_values(argv, DEFAULTS), files=False)  # --num_proc 8: argparse's style
     if os.environ.get("GLASSGPT_PREPARE_FROM_TRAIN"):  # train.py found no bins and ran this: not unasked
-        raise ConfigError("OpenWebText is a ~55 GB download (~17 GB written here): train.py does not start that "
-                          "for you; run it yourself: pip install datasets && python data/openwebtext/prepare.py")
+        raise ConfigError("prepare.py does not start OpenWebText's ~55 GB download (~17 GB written here) from train.py: run "
+                          "it yourself (pip install datasets && python data/openwebtext/prepare.py), or train on "
+                          "Shakespeare in minutes: python train.py config/tiny.py")
     if cfg["num_proc"] < 1:
         raise ConfigError(f"num_proc must be >= 1, got {cfg['num_proc']}")
     if not 0.0 < cfg["val_size"] < 1.0:
