@@ -214,6 +214,28 @@ def test_resume_model_keys_come_from_the_checkpoint(tmp_path, data_dir):
     assert ckpt["model_args"]["dropout"] == 0.1 and ckpt["config"]["n_embd"] == 16
 
 
+def test_a_max_iters_before_the_lr_decays_is_noted(tmp_path, data_dir):
+    """config/tiny.py --max_iters=200 trained at nearly its peak lr to the end, in silence: its decay runs over
+    lr_decay_iters=5000 or 180 s (a fresh user's pass). The first line now says what the last lr will be and
+    the key that decays it within the run; a run whose decay ends by max_iters says nothing of the sort."""
+    import train
+    config = {**train.config_keys(vars(train)), "max_iters": 200, "lr_decay_iters": 5000, "warmup_iters": 50,
+              "learning_rate": 3e-3, "min_lr": 3e-4, "max_seconds": 180.0}
+    assert train.undecayed(config) == (
+        f"note: max_iters=200 ends the run before lr_decay_iters=5000: its last lr is "
+        f"{train.get_lr(199, 3e-3, 50, 5000, 3e-4):.2e}, not min_lr 3.00e-04 (unless its max_seconds=180 budget "
+        "runs out first); --lr_decay_iters=200 decays it within the run")
+    for fine in ({"lr_decay_iters": 200}, {"decay_lr": False}, {"max_iters": 4990}):  # decayed, no decay, nearly
+        assert train.undecayed({**config, **fine}) is None, fine
+    out = tmp_path / "out"
+    short = run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out)
+    assert short.returncode == 0 and short.stderr.startswith("note: max_iters=2 ends the run before "
+                                                             "lr_decay_iters=8: its last lr is "), short.stderr
+    assert "(unless" not in short.stderr  # no time budget: the lr is certain
+    whole = run_train("--max_iters=8", "--eval_interval=8", data=data_dir, out=tmp_path / "whole")
+    assert whole.returncode == 0 and "note:" not in whole.stderr, whole.stderr
+
+
 def test_the_activation_switch_trains_and_resumes(tmp_path, data_dir):
     """activation is a model key as norm is: README names the exact GELU nanoGPT's models use (activation="gelu"),
     sizing.py took --activation, but train.py said `unknown config key 'activation' (did you mean attention?)`
@@ -1250,7 +1272,7 @@ def test_stop_while_an_earlier_run_moves_aside_puts_it_back(tmp_path, data_dir):
     out = tmp_path / "out"
     assert run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out).returncode == 0
     before = {p.name: digest(p) for p in out.iterdir()}
-    cmd = [sys.executable, "-c", MOVE_THEN_STOP, *train_cmd(out, data_dir, "--max_iters=4")[1:]]
+    cmd = [sys.executable, "-c", MOVE_THEN_STOP, *train_cmd(out, data_dir, "--max_iters=4", "--lr_decay_iters=4")[1:]]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 130, result.stderr
     said = result.stderr.splitlines()
@@ -1423,7 +1445,8 @@ def test_a_stop_once_all_is_saved_quits_at_once(tmp_path, data_dir):
     """Ctrl-C while loss.png is drawn, after the run has saved everything: it said "quitting; everything is
     saved" and then unwound the drawing and the interpreter (4 s on a busy host). Now it ends at once."""
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", LONG_PLOT, *train_cmd(out, data_dir, "--max_iters=2", "--eval_interval=2")[1:]]
+    cmd = [sys.executable, "-c", LONG_PLOT, *train_cmd(out, data_dir, "--max_iters=2", "--eval_interval=2",
+                                                       "--lr_decay_iters=2")[1:]]
     code, seconds, stderr = ctrl_c_in_long_op(cmd, 0)
     assert code == 130 and seconds < 20, (seconds, stderr)
     assert stderr.splitlines() == ["SIGINT: quitting; everything is saved"], stderr
@@ -1516,8 +1539,8 @@ def test_two_process_ddp_equals_one_process_accumulation(optimizer, launcher, tm
     """torchrun (or train.py --nproc=2) with 2 CPU processes (gloo), 2 micro-batches each, against 1 process
     with 4: the same global batch, so the same losses, up to float summation order (relative 1e-5; Muon
     orthogonalises in bfloat16, whose rounding can amplify that order's last bits: relative 1e-3)."""
-    args = ["--gradient_accumulation_steps=4", "--max_iters=4", "--eval_interval=2", "--eval_iters=3",
-            f"--optimizer={optimizer}"]
+    args = ["--gradient_accumulation_steps=4", "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=2",
+            "--eval_iters=3", f"--optimizer={optimizer}"]
     rel = 1e-5 if optimizer == "adamw" else 1e-3
     one, two = tmp_path / "one", tmp_path / "two"
     single = run_train(*args, data=data_dir, out=one)
