@@ -80,7 +80,8 @@ def load_model(cfg):
         # a folder export.py wrote carries glassgpt's meta.json: a char model keeps its characters
         found = read_meta_path(cfg["meta"]) if cfg["meta"] else os.path.isdir(name) and find_meta(name)
         meta, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
-        loaded = f"loaded {'GPT-2' if model.config.position != 'rope' else 'Arcee'} weights {name}"
+        kind = "GPT-2" if model.config.position != "rope" else "Arcee"  # the format; a folder's weights are its own
+        loaded = f"loaded {name}, a Hugging Face {kind} folder" if os.path.isdir(name) else f"loaded {kind} weights {name}"
         meta_from = check_meta_fits(meta, meta_from, model.config.vocab_size)
     return model, meta, f"{loaded}, tokenizer from {meta_from}"
 

@@ -648,7 +648,9 @@ def test_loading_a_gpt2_folder_writes_only_our_lines(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     lines = result.stderr.splitlines()
     assert result.returncode == 0 and len(lines) == 2, result.stderr
-    assert lines[0].startswith("loaded GPT-2 weights") and lines[1].startswith("4 tokens in"), result.stderr
+    # "loaded GPT-2 weights <folder>" read as OpenAI's (a fresh user's pass): the folder is the user's own
+    assert lines[0].startswith(f"loaded {folder}, a Hugging Face GPT-2 folder") and lines[1].startswith("4 tokens in"), \
+        result.stderr
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "activation_function": "relu"}))
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)

@@ -362,7 +362,7 @@ def test_a_hugging_face_folder(tmp_path, capsys, monkeypatch):
     r = lens.main([f"--init_from={tmp_path / 'hf'}", "--start=The meaning of life is", "--html=", "--png="])
     assert r["tokens"] == ["The", " meaning", " of", " life", " is"]
     assert r["att"].shape == (2, 2, 5, 5)
-    assert "loaded GPT-2 weights" in capsys.readouterr().err
+    assert f"loaded {tmp_path / 'hf'}, a Hugging Face GPT-2 folder" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- bad input
