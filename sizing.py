@@ -92,8 +92,8 @@ def non_embedding_label(config, counts=None):
     """
     c = counts or param_counts(config)
     if c["non_embedding"] == c["total"]:
-        return (f"all non-embedding, as nanoGPT counts: the head is tied to wte, and {config.position} "
-                "positions have no learned table to subtract")
+        return (f"the same non-embedding, as nanoGPT counts: it subtracts only a learned position table, and "
+                f"{config.position} positions have none")
     if config.tie_weights:
         return f"{c['non_embedding']:,} non-embedding, as nanoGPT counts"
     return (f"{c['non_embedding']:,} non-embedding: without the untied wte"

@@ -563,7 +563,7 @@ def test_done_line_says_when_ckpt_pt_is_behind(tmp_path, data_dir):
     assert result.stdout.strip().splitlines()[-1].endswith(f"checkpoints in {out}"), result.stdout
 
 
-def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, data_dir):
+def test_parameter_line_says_why_the_counts_agree_where_they_do(tmp_path, data_dir):
     """nanoGPT's non-embedding count leaves out the learned position table (and an untied wte): with rope and
     a tied head there is nothing to leave out, and the line says why rather than printing one number twice."""
     lines = {}
@@ -576,8 +576,9 @@ def test_parameter_line_says_why_all_are_non_embedding_where_they_are(tmp_path, 
     assert learned, lines
     total, non_embedding = (int(n.replace(",", "")) for n in learned.groups())
     assert total - non_embedding == 16 * 16  # wpe: block_size x n_embd
-    assert lines["rope"].startswith(f"{non_embedding:,} parameters (all non-embedding, as nanoGPT counts: the head is "
-                                    "tied to wte, and rope positions have no learned table to subtract) |"), lines
+    # it read "all non-embedding", of a total with wte in it (a fresh user's pass)
+    assert lines["rope"].startswith(f"{non_embedding:,} parameters (the same non-embedding, as nanoGPT counts: it "
+                                    "subtracts only a learned position table, and rope positions have none) |"), lines
     # untied, wte is left out too, which nanoGPT (always tied) never does: not "as nanoGPT counts"
     untied_total = total + VOCAB * 16  # the head's own weight
     assert lines["untied"].startswith(f"{untied_total:,} parameters ({non_embedding:,} non-embedding: without the "
