@@ -796,8 +796,8 @@ def time_left(iter_num, max_iters, eval_interval, step_time, eval_time):
     iters = max(max_iters - iter_num, 0)
     evals = max_iters // eval_interval - (iter_num - 1) // eval_interval + (max_iters % eval_interval != 0)
     total = iters * step_time + evals * eval_time
-    return total, (f"{iters:,} iterations x {step_time:.2f} s + {evals:,} evals x {human_time(eval_time)}: "
-                   f"about {human_time(total)} to go")
+    return total, (f"{iters:,} iteration{'s' * (iters != 1)} x {step_time:.2f} s + {evals:,} eval{'s' * (evals != 1)} "
+                   f"x {human_time(eval_time)}: about {human_time(total)} to go")
 
 
 class Interrupted(BaseException):

@@ -1504,6 +1504,9 @@ def test_time_left_counts_iterations_and_evals():
     seconds, line = train.time_left(3, 10, 4, 60.0, 600.0)
     assert seconds == 7 * 60 + 3 * 600 and line == "7 iterations x 60.00 s + 3 evals x 10 min: about 37 min to go"
     assert train.time_left(0, 5000, 250, 2.0, 600.0)[1].endswith("about 6.3 hours to go")
+    # one iteration is not "1 iterations" (a fresh user's pass, --block_size=100000)
+    assert train.time_left(0, 1, 250, 2.0, 600.0)[1] == "1 iteration x 2.00 s + 2 evals x 10 min: about 20 min to go"
+    assert train.time_left(1, 2, 250, 2.0, 600.0)[1].startswith("1 iteration x 2.00 s + 1 eval x 10 min")
 
 
 def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path, data_dir):
