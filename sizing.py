@@ -274,14 +274,17 @@ def run_model(out_dir, cfg, given, optimizer):
     return optimizer if "optimizer" in given else (ckpt.get("config") or {}).get("optimizer", "adamw")
 
 
+def keys():
+    """The keys sizing.py takes, with their defaults: the model's (but sinusoidal_scale, an amplitude, which
+    sizes nothing and is no key of train.py's), then its own (KEYS)."""
+    from model import GPTConfig
+    return dict({k: v for k, v in config_keys(vars(GPTConfig())).items() if k != "sinusoidal_scale"}, **KEYS)
+
+
 def main():
     from model import OPTIMIZERS, GPTConfig
-    # a train.py config file sets other keys too (batch_size, out_dir ...): only model keys count here
-    # sinusoidal_scale, an amplitude, sizes nothing, and train.py has no such key
-    model_keys = {k: v for k, v in config_keys(vars(GPTConfig())).items() if k != "sinusoidal_scale"}
-    defaults = dict(model_keys, **KEYS)
-    given = {}
-    cfg = configure(defaults, strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")], given=given)
+    given = {}  # a train.py config file sets other keys too (batch_size, ...): only model keys count here
+    cfg = configure(keys(), strict_files=False, sources=[__file__, os.path.join(REPO, "model.py")], given=given)
     seq_len, dataset, data_dir, optimizer, out_dir = (cfg.pop(k) for k in
                                                       ("seq_len", "dataset", "data_dir", "optimizer", "out_dir"))
     if out_dir and given["out_dir"] == "on the command line":  # a train config's out_dir is where it would train

@@ -573,12 +573,11 @@ def script_keys(script):
     import scaling
     import sizing
     import train
-    from model import GPTConfig
     import data.text.prepare as text_prepare
     import data.shakespeare_char.prepare as shakespeare_prepare
     import data.openwebtext.prepare as openwebtext_prepare
     return {"train.py": config_keys(vars(train)), "sample.py": sample.DEFAULTS,
-            "sizing.py": dict(config_keys(vars(GPTConfig())), **sizing.KEYS),
+            "sizing.py": sizing.keys(),
             "bench.py": dict(bench.COMMON, **{k: v for d in bench.DEFAULTS.values() for k, v in d.items()}),
             "data/text/prepare.py": text_prepare.DEFAULTS,
             "data/shakespeare_char/prepare.py": shakespeare_prepare.DEFAULTS,
