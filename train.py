@@ -1161,8 +1161,9 @@ def build_optimizer(raw_model, ckpt, config, device_type):
     return optimizer, scaler, sampler, lr_scales
 
 
-def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back):
-    """The run's last line, once it has ended by itself: how far it got and where its checkpoints are."""
+def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back, start_val=math.inf):
+    """The run's last line, once it has ended by itself: how far it got and where its checkpoints are, and
+    whether a fine-tune beat the model it started from (start_val, its first eval's val loss)."""
     if iter_num == start_iter and spent:
         held = checkpoint_summary(iter_num, best_val_loss)  # saved before its first eval: no val loss
         return f"done: nothing to train: the run in {out_dir} ended at {held}: {spent}"
@@ -1171,6 +1172,9 @@ def done_line(iter_num, start_iter, best_val_loss, ckpt_iter, spent, came_back):
         behind = ("" if ckpt_iter == iter_num else  # always_save_checkpoint=False, as nanoGPT's
                   f"; ckpt.pt is at iter {ckpt_iter}, the last eval that improved val "
                   "(always_save_checkpoint=False saves only then)")
+        if best_val_loss >= start_val:  # best.pt is the best after the start: here, worse than init_from itself
+            behind += (f"; not below {init_from}'s own val loss, {start_val:.4f} at iter {start_iter}: this training "
+                       "has not improved on the model it started from")
         return f"done: iter {iter_num}{budget}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}" + behind
     back = f"; the earlier run is back in {out_dir}" if came_back else ""  # max_iters=0: evaluated, nothing trained
     return f"done: nothing to train (max_iters={max_iters}): evaluated at iter {iter_num}, no checkpoint written{back}"
@@ -1248,6 +1252,7 @@ class Run:
         self.nanogpt = ckpt is not None and is_nanogpt(ckpt)  # nanoGPT's train.py saves no RNG or data-order state
         self.iter_num = ckpt["iter_num"] if ckpt else 0
         self.best_val_loss = float(ckpt["best_val_loss"]) if ckpt else float("inf")  # nanoGPT's is a tensor
+        self.start_val = math.inf  # a fine-tune's first val loss: the model it starts from
         self.changed = schedule_changes(config, ckpt.get("config") or {}) if ckpt else []
         # seconds of training steps so far, agreed by all processes: what max_seconds counts
         self.trained = float(ckpt.get("trained_seconds", 0.0)) if ckpt else 0.0
@@ -1387,6 +1392,8 @@ class Run:
         self.say(f"step {self.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
         if not (math.isfinite(losses["train"]) and math.isfinite(losses["val"])):
             self.fail(f"eval loss is not finite at iter {self.iter_num} (train {losses['train']}, val {losses['val']})")
+        if self.iter_num == self.start_iter and init_from not in ("scratch", "resume"):
+            self.start_val = losses["val"]
         if self.iter_num > self.start_iter and not eval_only:  # at start_iter there is nothing new to save
             improved = losses["val"] < self.best_val_loss
             self.best_val_loss = min(self.best_val_loss, losses["val"])
@@ -1423,7 +1430,7 @@ class Run:
                 self.wandb_run.finish()
             if not (eval_only or self.stop):
                 self.say(done_line(self.iter_num, self.start_iter, self.best_val_loss, self.ckpt_iter, self.spent(),
-                                   came_back))
+                                   came_back, self.start_val))
         return self.stopper.signum  # the signal this process was stopped by, if any
 
     def spent(self):

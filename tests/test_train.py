@@ -1728,6 +1728,15 @@ def test_init_from_hugging_face_folder(tmp_path, data_dir):
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["model_args"]["block_size"] == 16 and ckpt["model_args"]["vocab_size"] == VOCAB + 4
     assert ckpt["model"]["transformer.wpe.weight"].shape == (16, 16)
+    assert "has not improved" not in result.stdout, result.stdout  # from random weights: better at once
+    # a fine-tune that ends no better than its start said only its best val loss, which best.pt (the evals
+    # after the start) holds (a fresh user's pass); at lr 0 the weights stay, and the val loss with them
+    still = run_train(f"--init_from={tmp_path / 'hf'}", "--max_iters=2", "--eval_interval=2", "--learning_rate=0",
+                      "--min_lr=0", data=data_dir, out=tmp_path / "still")
+    start = re.search(r"step 0: train loss [\d.]+, val loss ([\d.]+)", still.stdout).group(1)
+    assert still.returncode == 0 and still.stdout.strip().splitlines()[-1].endswith(
+        f"; not below {tmp_path / 'hf'}'s own val loss, {start} at iter 0: this training has not improved on the "
+        "model it started from"), still.stdout
     # a model key set to something else than the weights have is an error, not silently ignored
     clash = run_train(f"--init_from={tmp_path / 'hf'}", "--n_embd=32", "--max_iters=2", data=data_dir,
                       out=tmp_path / "out2")
