@@ -524,7 +524,7 @@ def main(argv=None):
         return run_eval(cfg)
     text = read_prompt(cfg["start"])
     model, meta, loaded = load(cfg)
-    ids = encode_prompt(text, meta)
+    ids = encode_prompt(text, meta, default=cfg["start"] == DEFAULTS["start"])
     B = model.config.block_size
     if len(ids) > B:
         raise ConfigError(f"the text is {len(ids)} tokens, longer than the model's block_size {B}: "

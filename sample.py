@@ -220,9 +220,16 @@ def read_prompt(start):
     return text
 
 
-def encode_prompt(text, meta):
+def encode_prompt(text, meta, default=False):
+    """The prompt's ids; default: text is the script's default --start, which a small vocabulary may lack."""
     encode, _ = load_tokenizer(meta)
-    ids = encode(text)
+    try:
+        ids = encode(text)
+    except ConfigError as e:
+        if not default:
+            raise
+        raise ConfigError(f"{e}, which the default prompt ({text!r}) uses: pass --start with text of its own "
+                          "characters") from None
     if not ids:
         if meta["tokenizer"] != "gpt2":
             raise ConfigError("the prompt is empty: pass --start with some text")
@@ -252,7 +259,7 @@ def main(argv=None):
     model, meta, loaded = load_model(cfg)
     _, device_type, dtype = resolve_device(dev, cfg["dtype"], model.config.n_embd, sampling=True)  # by its width
     model.eval().to(dev)
-    ids = encode_prompt(text, meta)
+    ids = encode_prompt(text, meta, default=cfg["start"] == DEFAULTS["start"])
     log(loaded)  # only now: a bad input leaves just its one error line on stderr
     x = torch.tensor([ids], dtype=torch.long, device=dev)
     if cfg["compile"]:

@@ -255,6 +255,8 @@ def bad_cases(out_dir):
     (out_dir / "alone").mkdir()  # a char model moved away from its data/: offline, GPT-2's BPE blamed tiktoken
     write_checkpoint(out_dir / "alone" / "ckpt.pt", dataset="nowhere")
     tokenizer.write_meta(out_dir / "other", dict(tokenizer.char_meta(VOCAB + "0123456789"), dtype="uint16"))
+    (out_dir / "oneline").mkdir()  # a text with no line break: the default prompt, a newline, is not in it
+    tokenizer.write_meta(out_dir / "oneline", dict(tokenizer.char_meta(VOCAB[1:]), dtype="uint16"))
     return {
         "missing out_dir": ([f"--out_dir={out_dir / 'nope'}"], f"out_dir {out_dir / 'nope'} does not exist: "
                             "expected a training run's folder there (its ckpt.pt or best.pt); train a model into it "
@@ -281,6 +283,11 @@ def bad_cases(out_dir):
         "corrupt checkpoint": ([f"--out_dir={out_dir / 'corrupt'}"], "cannot read checkpoint"),
         "garbage checkpoint": ([f"--out_dir={out_dir / 'garbage'}"], "cannot read checkpoint"),
         "char not in vocab": ([f"--out_dir={out_dir}", "--start=ROMEO: 1+1"], "character '1' is not in this char-level vocabulary"),
+        # it said only that '\n' is not in the vocabulary, not where it came from (a fresh user's pass)
+        "default prompt not in vocab": ([f"--out_dir={out_dir}", f"--meta={out_dir / 'oneline' / 'meta.json'}"],
+                                        f"character '\\n' is not in this char-level vocabulary of {len(VOCAB) - 1} "
+                                        "characters, which the default prompt ('\\n') uses: pass --start with text "
+                                        "of its own characters"),
         "empty prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'empty_prompt.txt'}"], "is empty"),
         "missing prompt file": ([f"--out_dir={out_dir}", f"--start=FILE:{out_dir / 'nope.txt'}"], "cannot read prompt file"),
         # the prompt is read before any model is loaded: no wait for GPT-2's weights to find a typo
