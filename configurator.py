@@ -166,6 +166,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), sources=None,
     for i, arg in enumerate(argv):
         if not arg.startswith("--") and not files:
             hint = " (did you mean --help?)" if means_help(arg) else _meant(arg, defaults)
+            if "input" in defaults and os.path.isfile(arg):  # prepare.py notes.txt: the text to prepare
+                hint = f" (did you mean --input={arg}?)"
             raise ConfigError(f"expected --key=value, got '{arg}'{hint}")
         if not arg.startswith("--"):
             try:

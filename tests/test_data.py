@@ -292,6 +292,7 @@ def test_non_canonical_input_is_reported(tmp_path):
 @pytest.mark.parametrize("script", ["shakespeare_char", "shakespeare"])  # one main: both take the same keys
 @pytest.mark.parametrize("args, error", [
     (["input.txt"], "expected --key=value, got 'input.txt'"),  # not run as a config file
+    (["IN"], "expected --key=value, got 'IN' (did you mean --input=IN?)"),  # a text that is there
     (["input=IN"], "expected --key=value, got 'input=IN' (did you mean --input=IN?)"),
     (["--input"], "expected --key=value, got '--input'"),  # argparse: "expected one argument"
     (["--input", "--out_dir=O"], "expected --key=value, got '--input'"),  # not input='--out_dir=O'
@@ -484,6 +485,7 @@ def test_text_prepare_bad_input_is_one_line_error(tmp_path, make):
     ([], "--input=PATH is required: a text file, or a folder of *.txt files "
          f"(python {os.path.join('data', 'text', 'prepare.py')} --input=notes.txt)"),
     (["notes.txt"], "expected --key=value, got 'notes.txt'"),  # not run as a config file
+    (["IN"], "expected --key=value, got 'IN' (did you mean --input=IN?)"),  # a text that is there (a fresh user's pass)
     (["--input=IN", "--tokenizer=bpe"], "unknown tokenizer 'bpe': choose one of char, gpt2"),
     (["--input=IN", "--val_fraction", "2"], "val_fraction must be between 0 and 1, got 2.0"),
     (["--input=IN", "--val_fraction=lots"], "config key 'val_fraction' on the command line expects float, got 'lots'"),
