@@ -196,6 +196,19 @@ def read_meta(folder):
     return meta
 
 
+def not_utf8(path, error):
+    """The one-line error for a text file that does not decode as UTF-8; one in UTF-16 or UTF-32 (Windows'
+    Notepad saves "Unicode" so) is named by its byte-order mark, the one thing to change."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    marks = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+             (codecs.BOM_UTF16_BE, "UTF-16"))
+    found = next((name for mark, name in marks if head.startswith(mark)), None)
+    why = (f"it is {found}, by the byte-order mark it starts with: save it as UTF-8" if found else
+           f"{error.reason} at byte {error.start}")
+    return ConfigError(f"{path} is not UTF-8 text ({why})")
+
+
 def check_prepare(tokenizer, val_fraction):
     """prepare_text's settings, checked: a prepare script checks them before it reads any text, too."""
     if tokenizer not in TOKENIZERS:

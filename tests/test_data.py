@@ -614,3 +614,16 @@ def test_a_canonical_input_prepared_into_its_folder_is_kept_there(tmp_path, monk
     again, source = prep.shakespeare_text(str(tmp_path))
     assert again == text and source.startswith(f"tiny Shakespeare from {tmp_path / 'input.txt'} (canonical")
     assert sorted(os.listdir(tmp_path)) == ["input.txt", "mine.txt", "plays.txt"]  # no temporary left
+
+
+@pytest.mark.parametrize("script", ["text", "shakespeare_char"])
+def test_a_text_not_in_utf8_is_one_line_naming_what_it_is(tmp_path, script):
+    """A UTF-16 file (Windows' Notepad saves "Unicode" so) said only "invalid start byte at byte 0" (a fresh
+    user's pass): its byte-order mark names it, and what to do. Another non-UTF-8 byte is placed."""
+    (tmp_path / "u16.txt").write_bytes("To be, or not to be\n".encode("utf-16"))  # with its byte-order mark
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    for name, why in (("u16.txt", "it is UTF-16, by the byte-order mark it starts with: save it as UTF-8"),
+                      ("latin1.txt", "invalid continuation byte at byte 3")):
+        proc = prepare(script, f"--input={tmp_path / name}", f"--out_dir={tmp_path / 'o'}")
+        assert (proc.returncode, proc.stderr) == (2, f"error: {tmp_path / name} is not UTF-8 text ({why})\n"), proc.stderr
+        assert not os.path.exists(tmp_path / "o" / "meta.json")

@@ -29,7 +29,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     from configurator import quit_quietly_on_early_ctrl_c
     quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, replacing, run, spaced_values  # noqa: E402
-from tokenizer import check_dataset_folder, prepare_text  # noqa: E402
+from tokenizer import check_dataset_folder, not_utf8, prepare_text  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # 1,115,394 bytes
@@ -62,7 +62,7 @@ def read_file(path):
     try:
         return data.decode("utf-8"), describe(path, data)
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise not_utf8(path, e) from None
 
 
 def download():

@@ -21,7 +21,7 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     from configurator import quit_quietly_on_early_ctrl_c
     quit_quietly_on_early_ctrl_c()
 from configurator import ConfigError, configure, run, spaced_values  # noqa: E402
-from tokenizer import check_dataset_folder, check_prepare, prepare_text  # noqa: E402
+from tokenizer import check_dataset_folder, check_prepare, not_utf8, prepare_text  # noqa: E402
 
 DEFAULTS = dict(
     input="",  # a text file, or a folder of *.txt files (required)
@@ -47,7 +47,7 @@ def read_text(path):
             with open(name, encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not text
                 parts.append(f.read())
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+            raise not_utf8(name, e) from None
         except OSError as e:
             raise ConfigError(f"cannot read {name}: {e.strerror}") from None
     # one file as it is; several joined by a blank line, so one file's end does not run into the next
