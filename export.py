@@ -342,6 +342,13 @@ def edited_card(path):
         return False
 
 
+def empty_folder(path):
+    try:
+        return os.path.isdir(path) and not os.listdir(path)
+    except OSError:  # unreadable: not known to be empty
+        return False
+
+
 def check_replaceable(path, out_dir, overwrite):
     """
     --overwrite replaces only what export.py wrote (or an empty folder): never a training run, the run being
@@ -371,7 +378,7 @@ def main(argv=None):
     if cfg["to"] != "hf":
         raise ConfigError(f"to must be hf (a Hugging Face transformers folder), got {cfg['to']!r}")
     path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")
-    if os.path.exists(path):
+    if os.path.exists(path) and not empty_folder(path):  # an empty one, made for it, takes the export as it is
         check_replaceable(path, cfg["out_dir"], cfg["overwrite"])
     why = unwritable(os.path.dirname(os.path.abspath(path)))  # the new folder is made beside it, then renamed
     if why:

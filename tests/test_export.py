@@ -268,6 +268,11 @@ def test_existing_folder_is_kept_unless_overwrite(tmp_path):
         export.main([*run_args, f"--folder={tmp_path / 'out'}", "--overwrite=true"])
     assert (tmp_path / "out" / "my_notes.txt").read_text() == "keep me"
     assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
+    # an empty folder, made for the export: "exists: ... or --overwrite=true to replace it", with nothing in it
+    # to replace (a fresh user's pass); it takes the export as it is
+    (tmp_path / "empty").mkdir()
+    export.main([*run_args, f"--folder={tmp_path / 'empty'}"])
+    assert (tmp_path / "empty" / "config.json").is_file()
 
 
 @pytest.mark.parametrize("at", [1, 2])
