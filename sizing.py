@@ -199,7 +199,8 @@ def report(config, seq_len=None, optimizer="adamw"):
     total = c["total"]
     lines = [f"GPT: n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
              f"block_size={config.block_size} vocab_size={config.vocab_size} norm={config.norm} "
-             f"position={config.position} bias={config.bias} tie_weights={config.tie_weights}",
+             f"position={config.position} bias={config.bias} tie_weights={config.tie_weights} "
+             f"activation={config.activation}",
              "", f"{'component':<28}{'params':>16}{'share':>9}"]
     # named as the model's state dict names them (transformer.h.0.attn.c_attn.weight, ...)
     rows = [("transformer.wte", c["wte"]), ("transformer.wpe", c["wpe"])]

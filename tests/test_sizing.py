@@ -413,4 +413,5 @@ def test_the_model_keys_sizing_takes_are_train_pys():
     model = set(vars(GPTConfig())) & taken
     assert "activation" in model and "sinusoidal_scale" not in taken
     assert model - {"vocab_size"} <= training_keys(), model - training_keys()
-    assert run_script("sizing.py", "--activation=gelu").returncode == 0
+    gelu = run_script("sizing.py", "--activation=gelu")
+    assert gelu.returncode == 0 and gelu.stdout.splitlines()[0].endswith(" tie_weights=True activation=gelu"), gelu.stdout
