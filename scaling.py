@@ -604,7 +604,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     sweeping = argv[:1] == ["sweep"]
     if argv and not sweeping and not any(a in HELP for a in argv):
-        folder = argv[0].partition("=")[2] if argv[0].startswith("--out_dir=") else ""
+        folder = (argv[0].partition("=")[2] if argv[0].startswith("--out_dir=") else
+                  "" if argv[0].startswith("-") else argv[0])  # --out_dir=out-tiny, or out-tiny alone
         work = folder and held_work(folder, kinds=("a training run",))  # out-tiny: a run to size, not to sweep into
         hint = (" (did you mean --help?)" if means_help(argv[0]) else
                 " (did you mean sweep?)" if difflib.get_close_matches(argv[0], ["sweep"]) else

@@ -365,6 +365,11 @@ def test_a_runs_folder_given_without_sweep_is_hinted_at_sizing(tmp_path):
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr.endswith("got '--out_dir=out-tiny' (out-tiny holds a training run (ckpt.pt): sizing.py "
                              "--out_dir=out-tiny sizes it; a sweep trains into a folder of its own)\n"), p.stderr
+    alone = subprocess.run([sys.executable, os.path.join(ROOT, "scaling.py"), "out-tiny"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)  # the folder alone: the same hint
+    assert alone.returncode == 2 and alone.stderr.endswith("got 'out-tiny' (out-tiny holds a training run (ckpt.pt): "
+                                                           "sizing.py --out_dir=out-tiny sizes it; a sweep trains "
+                                                           "into a folder of its own)\n"), alone.stderr
     assert os.listdir(run_dir) == ["ckpt.pt"]
 
 
