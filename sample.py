@@ -261,6 +261,9 @@ def main(argv=None):
     model.eval().to(dev)
     ids = encode_prompt(text, meta, default=cfg["start"] == DEFAULTS["start"])
     log(loaded)  # only now: a bad input leaves just its one error line on stderr
+    if cfg["temperature"] == 0 and cfg["num_samples"] > 1:
+        log(f"note: temperature=0 is greedy, so the {cfg['num_samples']} samples will be the same: "
+            "--num_samples=1 gives it once")
     x = torch.tensor([ids], dtype=torch.long, device=dev)
     if cfg["compile"]:
         eager = model.forward

@@ -89,11 +89,12 @@ def test_dtype_auto_samples_in_bfloat16_only_from_512_wide(tmp_path, capsys, mon
 def test_greedy_is_deterministic_and_cache_free_equal(out_dir, capsys, prompt_len, new):
     prompt = ("To be or not to be, that is the question. " * 2)[:prompt_len]
     args = [f"--out_dir={out_dir}", f"--start={prompt}", "--num_samples=2", f"--max_new_tokens={new}", "--temperature=0"]
-    cached, _ = run_sample(capsys, *args, "--use_cache=true")
+    cached, said = run_sample(capsys, *args, "--use_cache=true")
     uncached, _ = run_sample(capsys, *args, "--use_cache=false", "--seed=99")
     assert cached == uncached
     first, second = samples_of(cached)
-    assert first == second  # greedy ignores the random state
+    assert first == second  # greedy ignores the random state, which the run says (it printed them in silence)
+    assert "note: temperature=0 is greedy, so the 2 samples will be the same: --num_samples=1 gives it once\n" in said
     # and it is the model's argmax continuation, computed here without sample.py
     model = write_checkpoint(out_dir / "other.pt").eval()
     encode, decode = tokenizer.load_tokenizer(tokenizer.char_meta(VOCAB))
