@@ -223,9 +223,14 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     validate (split before encoding, as nanoGPT, so both tokenizers see the same text in each split).
     """
     check_prepare(tokenizer, val_fraction)
+    if "\0" in text:  # valid UTF-8, but no text holds NUL: an image of zeros, a binary format
+        raise ConfigError(f"the text holds NUL characters (the first at character {text.index(chr(0)):,}): "
+                          "a binary file, not text")
     n = int(len(text) * (1 - val_fraction))
     if n == 0 or n == len(text):
         raise ConfigError(f"{len(text)} characters are too few to split into train and val")
+    if tokenizer == "char" and len(set(text)) < 2:
+        raise ConfigError(f"the text is one character ({text[:1]!r}) repeated: a model of it has nothing to learn")
     meta = char_meta(text) if tokenizer == "char" else gpt2_meta()
     if source:
         meta["source"] = source

@@ -627,3 +627,18 @@ def test_a_text_not_in_utf8_is_one_line_naming_what_it_is(tmp_path, script):
         proc = prepare(script, f"--input={tmp_path / name}", f"--out_dir={tmp_path / 'o'}")
         assert (proc.returncode, proc.stderr) == (2, f"error: {tmp_path / name} is not UTF-8 text ({why})\n"), proc.stderr
         assert not os.path.exists(tmp_path / "o" / "meta.json")
+
+
+def test_a_text_of_nul_or_of_one_character_is_refused(tmp_path):
+    """A file of zeros is valid UTF-8: it was prepared as vocab 1 and trained to loss 0.0000 in silence (a
+    fresh user's pass). NUL is in no text, and one character repeated leaves a model nothing to learn."""
+    (tmp_path / "zeros.txt").write_bytes(b"\0" * 5000)
+    (tmp_path / "one.txt").write_text("a" * 5000)
+    (tmp_path / "two.txt").write_text("ab" * 2500)
+    for name, error in (("zeros.txt", "the text holds NUL characters (the first at character 0): a binary file, "
+                                      "not text"),
+                        ("one.txt", "the text is one character ('a') repeated: a model of it has nothing to learn")):
+        proc = prepare("text", f"--input={tmp_path / name}", f"--out_dir={tmp_path / 'o'}")
+        assert (proc.returncode, proc.stderr) == (2, f"error: {error}\n"), proc.stderr
+        assert not os.path.exists(tmp_path / "o" / "meta.json")
+    assert prepare("text", f"--input={tmp_path / 'two.txt'}", f"--out_dir={tmp_path / 'o'}").returncode == 0
