@@ -12,7 +12,6 @@ from dataclasses import asdict
 
 import pytest
 import torch
-import torch.nn as nn
 from torch.nn import functional as F
 
 import model as model_py
