@@ -174,16 +174,19 @@ def scheduled_lr(c, it, trained):
     return get_lr(it, c["learning_rate"], c["warmup_iters"], c["lr_decay_iters"], c["min_lr"], spent)
 
 
-def undecayed(c):
+def undecayed(c, trained=0.0):
     """The note for a run whose max_iters comes before its lr has decayed (config/tiny.py --max_iters=200, its
-    decay set over 5000 iterations or 180 s): what its last lr is, on iterations alone; else None."""
+    decay set over 5000 iterations or 180 s): what its last lr is, with no more time than trained (the seconds
+    a resumed run has spent) counted; else None."""
     floor = min(c["min_lr"], c["learning_rate"])
-    last = scheduled_lr(c, c["max_iters"] - 1, 0.0)
-    if not c["decay_lr"] or c["max_iters"] >= c["lr_decay_iters"] or last < floor + 0.1 * (c["learning_rate"] - floor):
+    last = scheduled_lr(c, c["max_iters"] - 1, trained)
+    nearly_decayed = last < floor + 0.1 * (c["learning_rate"] - floor)
+    if not c["decay_lr"] or c["max_iters"] >= c["lr_decay_iters"] or nearly_decayed:
         return None
     budget = f" (unless its max_seconds={c['max_seconds']:g} budget runs out first)" if c["max_seconds"] > 0 else ""
     return (f"note: max_iters={c['max_iters']} ends the run before lr_decay_iters={c['lr_decay_iters']}: its last lr "
-            f"is {last:.2e}, not min_lr {floor:.2e}{budget}; --lr_decay_iters={c['max_iters']} decays it within the run")
+            f"is {last:.2e}, not min_lr {floor:.2e}{budget}; --lr_decay_iters={c['max_iters']} decays it within "
+            "the run")
 
 
 def resolve(config):
@@ -1281,8 +1284,9 @@ class Run:
         if self.master and decay_lr and min_lr > learning_rate and not eval_only:  # get_lr floors it at the peak
             print(f"warning: min_lr={min_lr:g} is above learning_rate={learning_rate:g}: the lr stays at "
                   f"{learning_rate:g} after warmup, with no decay", file=sys.stderr)
-        if self.master and not eval_only and self.iter_num < max_iters and undecayed(self.config):
-            print(undecayed(self.config), file=sys.stderr)
+        note = self.master and not eval_only and self.iter_num < max_iters and undecayed(self.config, self.trained)
+        if note:
+            print(note, file=sys.stderr)
         total = self.raw_model.get_num_params(non_embedding=False)
         counted = non_embedding_label(self.raw_model.config)
         train_data, val_data = self.splits.values()

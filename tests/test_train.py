@@ -227,6 +227,7 @@ def test_a_max_iters_before_the_lr_decays_is_noted(tmp_path, data_dir):
         "runs out first); --lr_decay_iters=200 decays it within the run")
     for fine in ({"lr_decay_iters": 200}, {"decay_lr": False}, {"max_iters": 4990}):  # decayed, no decay, nearly
         assert train.undecayed({**config, **fine}) is None, fine
+    assert train.undecayed(config, trained=180.0) is None  # a resumed run whose budget is spent: at min_lr already
     out = tmp_path / "out"
     short = run_train("--max_iters=2", "--eval_interval=2", data=data_dir, out=out)
     assert short.returncode == 0 and short.stderr.startswith("note: max_iters=2 ends the run before "
