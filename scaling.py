@@ -401,17 +401,15 @@ def read_result(result_path):
     return done if isinstance(done, dict) and "val_loss" in done else None
 
 
-def finished(result_path, key):
-    """The result.json of a training an earlier sweep finished with the same settings (key), else None."""
-    done = read_result(result_path)
+def finished(done, key):
+    """done (read_result's), where an earlier sweep finished that training with the same settings (key); else None."""
     ok = done is not None and {k: done.get(k) for k in key} == key and "seconds" in done
     return done if ok else None
 
 
-def other_result(result_path, key):
-    """What differs, as "its result.json is of data_dir='...'", where an earlier sweep finished this training
-    with other settings; None where there is no result, a torn one (it runs again), or the same settings."""
-    done = read_result(result_path)
+def other_result(done, key, result_path):
+    """What differs, as "its result.json is of data_dir='...'", where done (read_result's, from result_path) is
+    of this training on other settings; None where there is no result, a torn one (it runs again), or the same."""
     if done is None:
         return None
     differ = next((k for k in key if done.get(k) != key[k]), None)
@@ -487,8 +485,10 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         r["run_dir"] = os.path.join(out_dir, f"C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}")
         key = {k: r[k] for k in ("budget", "n_layer", "n_head", "n_embd", "iters", "batch_size", "block_size")}
         r["key"] = dict(key, data_dir=data_dir)
-        r["done"] = finished(os.path.join(r["run_dir"], "result.json"), r["key"])
-        why = not r["done"] and other_result(os.path.join(r["run_dir"], "result.json"), r["key"])
+        result_path = os.path.join(r["run_dir"], "result.json")
+        earlier = read_result(result_path)  # read once: reused, or refused as another sweep's
+        r["done"] = finished(earlier, r["key"])
+        why = not r["done"] and other_result(earlier, r["key"], result_path)
         if why:  # another sweep's result (another dataset): training again would replace it
             raise ConfigError(f"cannot use out_dir={out_dir!r}: {why}, which this sweep would replace; choose "
                               "another --out_dir")

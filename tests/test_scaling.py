@@ -294,10 +294,11 @@ def test_a_torn_result_runs_again_and_a_users_isoflop_file_is_kept(tmp_path):
     key = {"budget": 3e11, "n_layer": 1}
     path = tmp_path / "result.json"
     scaling.write_json(str(path), dict(key, val_loss=2.5, seconds=3.0))
-    assert scaling.finished(str(path), key)["val_loss"] == 2.5
-    assert scaling.finished(str(path), dict(key, n_layer=2)) is None  # another plan's
+    assert scaling.finished(scaling.read_result(str(path)), key)["val_loss"] == 2.5
+    assert scaling.finished(scaling.read_result(str(path)), dict(key, n_layer=2)) is None  # another plan's
     path.write_bytes(path.read_bytes()[:20])
-    assert scaling.finished(str(path), key) is None and scaling.finished(str(tmp_path / "none.json"), key) is None
+    assert scaling.finished(scaling.read_result(str(path)), key) is None and \
+        scaling.finished(scaling.read_result(str(tmp_path / "none.json")), key) is None
     data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
     out_dir.mkdir()
     (out_dir / "isoflop.json").write_text('{"my results": "from glassgpt scaling.py"}')
