@@ -229,9 +229,9 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     n = int(len(text) * (1 - val_fraction))
     if n == 0 or n == len(text):
         raise ConfigError(f"{len(text)} characters are too few to split into train and val")
-    if tokenizer == "char" and len(set(text)) < 2:
-        raise ConfigError(f"the text is one character ({text[:1]!r}) repeated: a model of it has nothing to learn")
     meta = char_meta(text) if tokenizer == "char" else gpt2_meta()
+    if meta["vocab_size"] < 2:  # char's: the distinct characters, counted once
+        raise ConfigError(f"the text is one character ({text[:1]!r}) repeated: a model of it has nothing to learn")
     if source:
         meta["source"] = source
     encode, _ = load_tokenizer(meta)
