@@ -351,8 +351,8 @@ def empty_folder(path):
 
 def check_replaceable(path, out_dir, overwrite):
     """
-    --overwrite replaces only what export.py wrote (or an empty folder): never a training run, the run being
-    exported, or a folder of the user's own, which rmtree would take with it.
+    --overwrite replaces only what export.py wrote: never a training run, the run being exported, or a folder
+    of the user's own, which rmtree would take with it. (An empty folder is not checked: main writes into it.)
     """
     inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
     same = os.path.abspath(path) == os.path.abspath(out_dir)
@@ -361,7 +361,7 @@ def check_replaceable(path, out_dir, overwrite):
     why = None  # why --overwrite would be refused
     if held:
         why = f"{path} holds {held}: --overwrite replaces only a folder export.py wrote; choose another --folder"
-    elif not os.path.isdir(path) or (os.listdir(path) and not is_export(path)):
+    elif not is_export(path):  # a file, or a folder export.py did not write
         why = f"{path} is not a folder export.py wrote: --overwrite replaces only those; choose another --folder"
     if not overwrite:  # --overwrite is offered only where it would be taken
         raise ConfigError(f"{path} exists: choose another --folder" +
