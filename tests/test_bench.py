@@ -249,14 +249,14 @@ def test_bad_input_is_the_only_output_in_every_mode(tmp_path, args, error):
 
 FAKE_NANOGPT = """\
 import json, sys
-# nanoGPT's train.py as the race sees it: its output format, a val loss falling 0.025 per iteration, each
-# step 10 ms, and 500 ms for a step that also held an eval (nanoGPT times the eval into the next step)
+# nanoGPT's train.py as the race sees it: its output format, a val loss falling evenly from 4.0 to 1.25 over
+# the run, each step 10 ms, and 500 ms for a step that also held an eval (nanoGPT times the eval into the next)
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
 json.dump(sys.argv[1:], open("ARGV", "w"))
 n, k = int(args["max_iters"]), int(args["eval_interval"])
 for it in range(n + 1):
     if it % k == 0:
-        print(f"step {it}: train loss {4.0 - 0.025 * it:.4f}, val loss {4.0 - 0.025 * it:.4f}")
+        print(f"step {it}: train loss {4.0 - 2.75 * it / n:.4f}, val loss {4.0 - 2.75 * it / n:.4f}")
     print(f"iter {it}: loss 3.0000, time {500.0 if it % k == 0 else 10.0:.2f}ms, mfu -100.00%")
 """
 
@@ -290,16 +290,17 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     eval-holding steps counted as typical ones, and glassgpt's side is read from its own log."""
     ng, cfg = make_race(tmp_path)
     r, out = run_bench(tmp_path, "--mode=race", f"--nanogpt={ng}", f"--glassgpt_config={cfg}",
-                       "--nanogpt_iters=100", "--nanogpt_eval_interval=10", "--eval_interval=4",
+                       "--nanogpt_iters=20", "--nanogpt_eval_interval=4", "--eval_interval=4",
                        "--thresholds=1.88,1.70,1.60,0.5", "--same_time=false")  # the next test's
     ngr = r["sides"]["nanoGPT"]
-    assert ngr["iters"] == 101  # nanoGPT runs iterations 0..max_iters
-    assert ngr["train_s"] == pytest.approx(101 * 0.010)  # the eval-holding steps count 10 ms, not 500
-    # val 4.0 - 0.025 * iter reaches 1.88 first at the eval of iteration 90 (1.75), 1.70 and 1.60 at 100
-    assert ngr["thresholds"]["1.88"]["train_s"] == pytest.approx(0.90)
-    assert ngr["thresholds"]["1.60"]["train_s"] == pytest.approx(1.00)
+    assert ngr["iters"] == 21  # nanoGPT runs iterations 0..max_iters
+    assert ngr["train_s"] == pytest.approx(21 * 0.010)  # the eval-holding steps count 10 ms, not 500
+    # val 4.0 - 0.1375 * iter reaches 1.88 first at the eval of iteration 16 (1.80), 1.70 and 1.60 at 20
+    assert ngr["thresholds"]["1.88"]["train_s"] == pytest.approx(0.16)
+    assert ngr["thresholds"]["1.70"]["train_s"] == pytest.approx(0.20)
+    assert ngr["thresholds"]["1.60"]["train_s"] == pytest.approx(0.20)
     assert ngr["thresholds"]["0.50"] == {"train_s": None, "wall_s": None}  # never reached: said so
-    assert ngr["final_val"] == pytest.approx(1.5)
+    assert ngr["final_val"] == pytest.approx(1.25)
     assert "not reached" in out and "time to val <= 1.88" in out and "nanoGPT's whole run" in out
     assert "a quick race (--quick): a smoke test" in out  # its figures are not to be quoted
     gg = r["sides"]["glassgpt"]
@@ -311,11 +312,11 @@ def test_race_times_each_threshold_from_the_eval_lines(tmp_path):
     assert 0 < t188 <= gg["train_s"]
     assert r["targets"]["time_to_first_threshold_over_nanogpt_run"] == pytest.approx(t188 / ngr["train_s"])
     assert gg["tokens_per_s"] == pytest.approx(12 * 8 * 16 / gg["train_s"])
-    assert ngr["tokens_per_s"] == pytest.approx(101 * 12 * 64 / ngr["train_s"])
+    assert ngr["tokens_per_s"] == pytest.approx(21 * 12 * 64 / ngr["train_s"])
     # glassgpt's train.py ran nanoGPT's own command (the same model and batch): the same-step ratio and MFU
     same = r["sides"][bench.SAME]
-    assert same["iters"] == 100 and same["runs"][0]["evals"][-1]["iter"] == 100
-    assert same["tokens_per_s"] == pytest.approx(100 * 12 * 64 / same["train_s"])
+    assert same["iters"] == 20 and same["runs"][0]["evals"][-1]["iter"] == 20
+    assert same["tokens_per_s"] == pytest.approx(20 * 12 * 64 / same["train_s"])
     t = r["targets"]
     assert t["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / ngr["tokens_per_s"])
     step = bench.GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=8, bias=False)
