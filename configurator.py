@@ -658,6 +658,15 @@ def silence_stdout():
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def tell_stderr(message):
+    """One line on stderr after stdout's reader has gone. Under 2>&1 | head stderr is that same closed pipe:
+    then it goes to os.devnull too, and the script goes on to its own exit code instead of ending in the write."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+
+
 def run(main):
     """
     Run a script's main(): a ConfigError (bad input) becomes one line on stderr and exit code 2, and

@@ -79,7 +79,7 @@ from checkpoint import (check_init_from, checkpoint_summary, current_model_args,
                         load_checkpoint, model_from_checkpoint, model_from_pretrained, save_checkpoint)
 from configurator import (FALSE, TRUE, ConfigError, autocast, code_in, config_keys, configure, held_work,
                           keep_freed_memory, new_parents, remove_empty, resolve_device, run, silence_stdout,
-                          unwritable)
+                          tell_stderr, unwritable)
 from model import GPT, OPTIMIZERS, GPTConfig
 from sizing import activation_bytes, memory_bytes, non_embedding_label
 from tokenizer import find_meta, read_bin, read_meta, same_tokenizer, tokenizer_label, write_meta
@@ -1651,13 +1651,13 @@ class Run:
         if eval_only or self.iter_num == self.start_iter:
             self.leave_as_found()
             if stopper.signum == signal.SIGPIPE and self.master:
-                print(f"stdout closed: stopped; {stopper.armed}", file=sys.stderr)
+                tell_stderr(f"stdout closed: stopped; {stopper.armed}")
             return
         name = self.save(["ckpt.pt"], before, stopped_by=signal.Signals(stopper.signum).name if stopper.signum else None)
         if stopper.signum == signal.SIGPIPE:  # stdout is gone: the one line goes to stderr
             if self.master:
-                print(f"stdout closed at iter {self.iter_num}: stopped and saved {out_dir}/ckpt.pt; "
-                      "continue with --init_from=resume", file=sys.stderr)
+                tell_stderr(f"stdout closed at iter {self.iter_num}: stopped and saved {out_dir}/ckpt.pt; "
+                            "continue with --init_from=resume")
             return
         self.say(f"{name or 'a stop'} at iter {self.iter_num}: saved {out_dir}/ckpt.pt; continue with --init_from=resume")
 
@@ -1716,12 +1716,12 @@ class Run:
         stopper = self.stopper
         silence_stdout()
         if eval_only:  # it writes no files: whenever its reader went, there is nothing to save
-            print("stdout closed: stopped; eval_only has nothing to save", file=sys.stderr)
+            tell_stderr("stdout closed: stopped; eval_only has nothing to save")
             raise SystemExit(128 + signal.SIGPIPE)
         if stopper.armed is None:  # all is saved: the run is over
-            print(f"stdout closed: the run is over and saved in {out_dir}", file=sys.stderr)
+            tell_stderr(f"stdout closed: the run is over and saved in {out_dir}")
         elif not stopper.armed:  # before training began: nothing to save
-            print("stdout closed before training began: nothing trained, nothing saved", file=sys.stderr)
+            tell_stderr("stdout closed before training began: nothing trained, nothing saved")
             raise SystemExit(128 + signal.SIGPIPE)
         elif stopper.signum is None:  # the loop saves and says so on stderr (save_on_stop)
             stopper.signum = signal.SIGPIPE

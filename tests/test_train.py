@@ -1109,6 +1109,27 @@ def test_closed_stdout_stops_saves_and_says_so_on_stderr(tmp_path, data_dir):
     assert resumed.returncode == 0, resumed.stderr
 
 
+def test_closed_stdout_and_stderr_in_one_pipe_stop_save_and_exit_141(tmp_path, data_dir):
+    """train.py 2>&1 | head: the stop's line goes to the same closed pipe. Writing it ended the run with exit
+    code 0, so train.py && sample.py went on as if training had finished (a fresh user's pass): the
+    checkpoint is saved and the exit code is 141, as with stdout alone."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"--data_dir={data_dir}", f"--out_dir={out}", *TINY,
+           "--max_iters=1000000", "--eval_interval=100000", "--lr_decay_iters=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        while not proc.stdout.readline().startswith("iter 2:"):
+            assert proc.poll() is None
+        proc.stdout.close()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 141
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] >= 3
+    model_from_checkpoint(ckpt)  # loadable
+
+
 def test_a_moved_run_without_checkpoint_suggests_no_sample(tmp_path, data_dir):
     """A run that left only a log (stopped before its first checkpoint) is moved aside without pointing
     sample.py at a folder it cannot sample from."""
