@@ -226,7 +226,7 @@ def resolve(config):
     choice = str(c["compile"]).lower()
     if choice not in ("auto",) + TRUE + FALSE:
         raise ConfigError(f"compile must be auto, true or false; got {c['compile']!r}")
-    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 20-30 s of
+    # compiling pays off at once on GPUs; on a CPU its ~15-20% faster step repays the 20-70 s of
     # compiling only on runs longer than a few minutes (docs/cpu.md)
     c["compile"] = kind == "cuda" if choice == "auto" else choice in TRUE
     if c["backend"] == "auto":
@@ -1227,9 +1227,9 @@ class Run:
         self.t0 = time.time()
         self.model = self.raw_model
         if compile:
-            if self.master:  # else nothing shows for the 20 s to a minute it takes on a CPU
-                print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-30 s, "
-                      "about a minute with other jobs on the cores", flush=True)
+            if self.master:  # else nothing shows for the 20 s to a minute or more it takes on a CPU
+                print("compiling the model (torch.compile) before the first iteration: on a 2-core CPU 20-70 s "
+                      "by its speed, more with other jobs on the cores", flush=True)
             x, y = self.to_device(*get_windows(train_data, self.eval_windows["train"][:batch_size], block_size))
             self.model = compiled_or_eager(self.raw_model, x, y, self.ctx, self.device_type)
         self.train_model = self.model
