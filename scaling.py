@@ -32,8 +32,8 @@ if __name__ == "__main__":  # before numpy loads: a Ctrl-C meanwhile is one line
     quit_quietly_on_early_ctrl_c()
 import numpy as np
 
-from configurator import (HELP, ConfigError, code_in, configure, held_work, json_mark, means_help, not_ours, png_mark,
-                          remove_empty, replacing, run, spaced_values, unwritable)
+from configurator import (HELP, ConfigError, Terminated, code_in, configure, held_work, json_mark, means_help, not_ours,
+                          png_mark, remove_empty, replacing, run, spaced_values, unwritable)
 
 MARK = "glassgpt scaling.py"  # in the isoflop.json and .png a sweep writes: a later sweep replaces those, no other file
 
@@ -522,7 +522,10 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
                        dict(r["key"], val_loss=r["val_loss"], seconds=seconds, N=r["N"], tokens=r["tokens"]))
             print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
                   f"val_loss {r['val_loss']:.4f} ({seconds:.0f}s)", flush=True)
-    except KeyboardInterrupt:  # Ctrl-C: stop at once, not after the queue
+    except KeyboardInterrupt as e:  # Ctrl-C: stop at once, not after the queue
+        # said before the wait: each running training saves its checkpoint first, seconds with nothing to show
+        print(f"{'SIGTERM' if isinstance(e, Terminated) else 'SIGINT'}: stopping; the running trainings save "
+              "first", file=sys.stderr, flush=True)
         trainings.stop(pool)
         kept = sum("val_loss" in r for r in runs)  # reused or finished now; none said "kept" when none was
         if made:  # the folder it made, if nothing started in it

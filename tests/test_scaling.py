@@ -257,6 +257,9 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     assert len(children()) == 2
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
+    # acknowledged at once: it said nothing while the trainings saved, 8 s on a slow host (a fresh user's pass)
+    assert proc.stderr.readline() == "SIGINT: stopping; the running trainings save first\n"
+    assert time.time() - t0 < 5
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and time.time() - t0 < 15
     # none had finished: it said "finished trainings are kept", of none (a fresh user's pass)
