@@ -46,6 +46,7 @@ before it starts. Long evals show progress, and a long run estimates its time fr
 import filecmp
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -383,6 +384,8 @@ def compiled_or_eager(model, x, y, ctx, device_type):
     The random state and gradients are restored: the trial leaves no trace in the run.
     """
     state = rng_state(device_type)
+    if device_type == "cpu":  # a CUDA build of torch on a CPU-only machine warns 'No CUDA runtime is found' as it compiles
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     try:
         compiled = torch.compile(model)
         with ctx:
