@@ -501,6 +501,9 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
             r.update(val_loss=done["val_loss"], seconds=done["seconds"])
             print(f"reused {r['run_dir']}: val_loss {r['val_loss']:.4f}", flush=True)
             continue
+        if os.path.exists(os.path.join(r["run_dir"], "ckpt.pt")):  # train.py says so only to the sweep's pipe
+            print(f"trains again {r['run_dir']}: an earlier sweep stopped it unfinished (its files move to "
+                  "previous/ there)", flush=True)
         todo.append(r)
     # largest first, so the pool does not end waiting on one long run
     todo.sort(key=lambda r: -r["flops"] / r["N"] ** 0.5)

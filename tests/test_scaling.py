@@ -269,6 +269,28 @@ def test_sweep_stops_at_ctrl_c_with_no_training_left_running(tmp_path):
     assert not out_dir.exists() or len(os.listdir(out_dir)) <= 2
 
 
+def test_a_sweep_says_which_stopped_trainings_it_trains_again(tmp_path):
+    """A training an earlier sweep stopped (its ckpt.pt, no result.json) is trained again, and train.py moves its
+    files to previous/ there: the sweep said nothing of it, as train.py's line went to the sweep's pipe alone."""
+    import signal
+    data, out_dir = tiny_dataset(tmp_path / "data"), tmp_path / "sweep"
+    runs = scaling.plan_sweep(scaling.SWEEPS["quick"], 8)
+    stopped = out_dir / f"C{runs[0]['budget']:.0e}_L{runs[0]['n_layer']}_d{runs[0]['n_embd']}"
+    stopped.mkdir(parents=True)
+    (stopped / "ckpt.pt").write_bytes(b"an unfinished training's checkpoint")
+    proc = subprocess.Popen([sys.executable, "scaling.py", "sweep", "--quick", f"--out_dir={out_dir}",
+                             f"--data_dir={data}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert lines[1] == (f"trains again {stopped}: an earlier sweep stopped it unfinished (its files move to "
+                        "previous/ there)\n"), lines
+    assert lines[0].startswith("5 trainings on ")  # the header, then the one training stopped before
+
+
 def test_a_terminals_ctrl_c_lets_the_running_trainings_save(tmp_path):
     """A terminal's Ctrl-C goes to the whole process group: each training got SIGINT (and began to save), then
     the sweep's SIGTERM on top, and train.py took the second signal as 'quit without saving'. The trainings
