@@ -3,7 +3,7 @@ The glassgpt model: a GPT-2 style decoder-only transformer in one file.
 
 References:
 1) OpenAI's GPT-2 release (TensorFlow): https://github.com/openai/gpt-2/blob/master/src/model.py
-2) Hugging Face's GPT-2 (PyTorch), whose weights from_pretrained() imports.
+2) Hugging Face's GPT-2 (PyTorch), whose weights checkpoint.py imports.
 3) "Attention is all you need" (sinusoidal positions), RoFormer (rotary positions), Zhang & Sennrich 2019 (RMSNorm).
 
 sizing.py says analytically what this model costs; tests/ prove the two agree.
@@ -16,15 +16,10 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from configurator import cpu_has_native_bf16, library_help
-
-if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
-    library_help(__file__)
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 ATTENTIONS = ("sdpa", "manual")
 ACTIVATIONS = ("gelu_tanh", "gelu")
-OPTIMIZERS = ("adamw", "muon")  # GPT.configure_optimizers
 
 
 @dataclass
@@ -142,12 +137,6 @@ class KVCache:
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
 
 
-# Under autocast on a CPU, attention over up to this many positions trains in float32: torch's CPU
-# flash-attention kernel trained slower in bf16 than in float32 at every length from 64 to 512 (up to 2.1x in
-# bench.py --mode=attention, 3.4x in a scratch timing); from 1024 our measurements disagree (docs/cpu.md).
-CPU_FP32_ATTENTION = 512
-
-
 class CausalSelfAttention(nn.Module):
 
     def __init__(self, config):
@@ -176,12 +165,7 @@ class CausalSelfAttention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if kv_cache is not None:
             k, v = kv_cache.update(layer, k, v)
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad \
-                and k.size(2) <= CPU_FP32_ATTENTION:
-            with torch.autocast("cpu", enabled=False):  # else autocast casts them back to bf16
-                y = self.attend(q.float(), k.float(), v.float())
-        else:
-            y = self.attend(q, k, v)
+        y = self.attend(q, k, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
         return self.resid_dropout(self.c_proj(y))
 
@@ -208,36 +192,6 @@ class CausalSelfAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
-GELU_C, GELU_A = 2 * math.sqrt(2 / math.pi), 0.044715  # 2z = GELU_C * (x + GELU_A * x^3)
-
-
-class TanhGELU(torch.autograd.Function):
-    """
-    GPT-2's GELU, 0.5x(1 + tanh(z)) with z = sqrt(2/pi)(x + 0.044715x^3), computed as x*sigmoid(2z): the
-    same curve, since 0.5(1 + tanh(z)) = sigmoid(2z). Why: torch's CPU tanh runs ~10x slower than its
-    sigmoid on some CPUs, and under torch.compile this form fuses into one fast loop (docs/cpu.md).
-    The derivative by hand, with s = sigmoid(2z): s + x*s*(1 - s)*2z'(x).
-    """
-
-    @staticmethod
-    def forward(ctx, x):
-        s = (x * x).mul_(GELU_C * GELU_A).add_(GELU_C).mul_(x).sigmoid_()  # in place: one temporary, not five
-        ctx.save_for_backward(x, s)
-        return x * s
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, s = ctx.saved_tensors
-        t = (x * x).mul_(3 * GELU_C * GELU_A).add_(GELU_C).mul_(x).mul_(s)  # x * 2z'(x) * s
-        return t.addcmul_(t, s, value=-1).add_(s).mul_(dy)  # (t - t*s + s) * dy
-
-
-def gelu(x):
-    if x.device.type == "cuda":  # one fused aten kernel is already fast on GPUs
-        return F.gelu(x, approximate="tanh")
-    return TanhGELU.apply(x)
-
-
 class MLP(nn.Module):
 
     def __init__(self, config):
@@ -245,11 +199,12 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
-        self.exact = config.activation == "gelu"  # nanoGPT's checkpoints were trained with the erf GELU
+        # GPT-2's tanh approximation, or the exact erf GELU that nanoGPT's nn.GELU() trained with
+        self.approximate = "tanh" if config.activation == "gelu_tanh" else "none"
 
     def forward(self, x):
         h = self.c_fc(x)
-        return self.dropout(self.c_proj(F.gelu(h) if self.exact else gelu(h)))
+        return self.dropout(self.c_proj(F.gelu(h, approximate=self.approximate)))
 
 
 class Block(nn.Module):
@@ -382,53 +337,13 @@ class GPT(nn.Module):
             if hasattr(block.attn, "mask"):
                 block.attn.mask = block.attn.mask[:block_size, :block_size]
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer="adamw",
-                             muon_lr=0.02, muon_momentum=0.95, muon_weight_decay=0.0, muon_ns_steps=5):
-        """
-        optimizer "adamw": AdamW that decays the matrices (matmul weights, embeddings) but not biases and
-        norm gains. "muon": torch's Muon for the blocks' matmul weights (c_attn, c_proj, c_fc) and that
-        AdamW for the rest (embeddings, lm_head, norm gains, biases), stepped as one optimizer. Each group
-        has an lr_scale, its peak lr over learning_rate: the lr schedule multiplies it in.
-        """
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW that decays the matrices (matmul weights, embeddings) but not biases and norm gains."""
         params = [p for p in self.parameters() if p.requires_grad]
-        hidden = set()
-        if optimizer == "muon":
-            hidden = {p for n, p in self.transformer.h.named_parameters() if p.requires_grad and p.dim() == 2}
-        rest = [p for p in params if p not in hidden]
-        groups = [
-            {"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay, "lr_scale": 1.0},
-            {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0, "lr_scale": 1.0},
-        ]
-        # the fused kernel does the whole update in one pass; CUDA and (torch >= 2.4) CPU have it
-        fused = device_type in ("cuda", "cpu")
-        try:
-            adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
-        except (RuntimeError, TypeError):
-            adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
-        if optimizer == "adamw":
-            return adamw
-        # c_attn's q, k and v each orthogonalised as its own C x C matrix: at equal iterations the val loss
-        # was lower than with the fused 3C x C matrix as one (docs/cpu.md). Keller Jordan's lr scaling
-        # ("original", sqrt(rows / cols) for tall matrices) gives c_fc (4C x C) twice the others' step.
-        from muon import BlockMuon, MuonAdamW  # here: torch.optim.Muon needs torch >= 2.9, the rest of model.py not
-        qkv = {b.attn.c_attn.weight for b in self.transformer.h}
-        muon_groups = [{"params": [p for p in params if p in hidden and p not in qkv], "split": 1},
-                       {"params": [p for p in params if p in qkv], "split": 3}]
-        native_bf16 = device_type == "cuda" or (device_type == "cpu" and cpu_has_native_bf16())
-        muon = BlockMuon([g for g in muon_groups if g["params"]], lr=muon_lr, momentum=muon_momentum,
-                         weight_decay=muon_weight_decay, adjust_lr_fn="original", ns_steps=muon_ns_steps,
-                         ns_dtype=torch.bfloat16 if native_bf16 else torch.float32)
-        for g in muon.param_groups:
-            g["lr_scale"] = muon_lr / learning_rate if learning_rate else 0.0
-        return MuonAdamW(muon, adamw)
-
-    def estimate_mfu(self, fwdbwd_per_iter, dt, peak_flops):
-        """Model FLOPs utilisation: achieved model FLOP/s over peak_flops (the caller's hardware)."""
-        from sizing import flops_per_token  # the FLOPs count has one home
-        flops = flops_per_token(self.config, self.config.block_size) * self.config.block_size
-        return flops * fwdbwd_per_iter / dt / peak_flops
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        # the fused kernel does the whole update in one pass, on CUDA and (torch >= 2.4) on CPUs
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
     @torch.no_grad()
     def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
@@ -457,12 +372,3 @@ class GPT(nn.Module):
         """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval() first."""
         new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache))
         return torch.cat([idx] + new, dim=1)
-
-    @classmethod
-    def from_pretrained(cls, name_or_path, dropout=0.0):
-        """
-        GPT-2 weights from Hugging Face: a hub name (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a local folder
-        written by save_pretrained. Needs `transformers`; checkpoint.model_from_gpt2 does the reading.
-        """
-        from checkpoint import model_from_gpt2  # here: checkpoint.py imports this file
-        return model_from_gpt2(name_or_path, dropout)

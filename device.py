@@ -1,0 +1,50 @@
+"""
+Which device and dtype a command computes on: "auto" is CUDA, then Apple's MPS, then the CPU, and the
+fastest dtype that device does well. train.py, sample.py, lens.py and bench.py all choose here.
+"""
+
+import contextlib
+
+import torch
+
+from configurator import ConfigError
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def cpu_has_native_bf16():
+    """True where the CPU computes in bfloat16 natively (AVX-512 BF16 or AMX); elsewhere torch emulates bf16,
+    and float32 is faster (docs/cpu.md)."""
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(probe() for probe in probes if callable(probe))
+
+
+def resolve_device(device="auto", dtype="auto"):
+    """(device, device type, dtype name) for this machine, or a one-line ConfigError."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ConfigError(f"device={device!r} is not a torch device (try cpu, cuda, cuda:1, mps)") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available.get(kind, False):
+        raise ConfigError(f"device={device!r} is not available here")
+    if dtype == "auto":
+        if kind == "cuda":
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "bfloat16" if kind == "cpu" and cpu_has_native_bf16() else "float32"
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
+    if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls
+        raise ConfigError("dtype=float16 on a CPU is many times slower than float32: use --dtype=float32 "
+                          "(or bfloat16 on a CPU that has it natively)")
+    return device, kind, dtype
+
+
+def autocast(device_type, dtype):
+    """Matmuls in the low-precision dtype, softmax and norms kept in float32; nothing to do in float32."""
+    if dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=getattr(torch, dtype))
