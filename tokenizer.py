@@ -1,8 +1,7 @@
 """Text <-> token ids, and a dataset's files: train.bin and val.bin (token ids back to back, uint16, or uint32
 past 65536 tokens) and meta.json ({"tokenizer": "char" | "gpt2", "vocab_size", "dtype", "itos": the characters
 (char only), "source"}). "char" is one id per distinct character, sorted (nanoGPT's shakespeare_char); "gpt2"
-is GPT-2's BPE from tiktoken. nanoGPT's meta.pkl is read as plain data only: no pickle can run code here.
-"""
+is GPT-2's BPE from tiktoken. nanoGPT's meta.pkl is read as plain data only: no pickle can run code here."""
 
 import codecs
 import functools
@@ -43,8 +42,7 @@ def load_tokenizer(meta):  # (encode, decode): str -> ids, ids -> str
     if meta["tokenizer"] == "gpt2":
         enc = gpt2_encoding()  # <|endoftext|> in a text is GPT-2's document separator: allowed
         return (lambda s: enc.encode(s, allowed_special={EOT})), (lambda ids: enc.decode(list(ids)))
-    itos = meta["itos"]
-    stoi = {ch: i for i, ch in enumerate(itos)}
+    itos, stoi = meta["itos"], {ch: i for i, ch in enumerate(meta["itos"])}
 
     def encode(s):
         try:
@@ -58,8 +56,7 @@ def stream_decode(meta, ids):
     """Yield each id's text as it comes (U+FFFD past the vocabulary): a character split across GPT-2 tokens waits."""
     if meta["tokenizer"] == "char":
         return (yield from (meta["itos"][i] if i < meta["vocab_size"] else "\ufffd" for i in ids))
-    enc = gpt2_encoding()
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    enc, utf8 = gpt2_encoding(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     for i in ids:
         yield utf8.decode(enc.decode_single_token_bytes(i) if i < enc.n_vocab else "\ufffd".encode())
     yield utf8.decode(b"", final=True)
@@ -160,11 +157,14 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     meta = dict(char_meta(text) if tokenizer == "char" else gpt2_meta(), **({"source": source} if source else {}))
     encode, _ = load_tokenizer(meta)
     splits = {"train": encode(text[:n]), "val": encode(text[n:])}
-    os.makedirs(out_dir, exist_ok=True)
-    if os.path.exists(os.path.join(out_dir, "meta.json")):  # never an old meta.json over the new bins
-        os.remove(os.path.join(out_dir, "meta.json"))
-    for split, ids in splits.items():
-        replace_file(os.path.join(out_dir, f"{split}.bin"), np.asarray(ids, dtype=meta["dtype"]).tofile)
-    write_meta(out_dir, meta)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        if os.path.exists(os.path.join(out_dir, "meta.json")):  # never an old meta.json over the new bins
+            os.remove(os.path.join(out_dir, "meta.json"))
+        for split, ids in splits.items():
+            replace_file(os.path.join(out_dir, f"{split}.bin"), np.asarray(ids, dtype=meta["dtype"]).tofile)
+        write_meta(out_dir, meta)
+    except OSError as e:  # read-only, a file in the way, a full disk
+        raise ConfigError(f"cannot write a dataset to {out_dir}: {e.strerror or e}") from None
     print(f"{out_dir}: vocab {meta['vocab_size']:,}, train {len(splits['train']):,} tokens, val {len(splits['val']):,}")
     return meta
