@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained, save_checkpoint)
 from configurator import FALSE, TRUE, ConfigError, config_keys, configure, run
-from device import autocast, cpu_has_native_bf16, resolve_device
+from device import autocast, check_fits, cpu_has_native_bf16, resolve_device
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
@@ -125,6 +125,10 @@ def check_config(config):
     for key, allowed in choices.items():
         if str(c[key]).lower() not in allowed:
             raise ConfigError(f"{key} must be one of {', '.join(allowed[:4])}, got {c[key]!r}")
+    try:  # the model's shape: GPTConfig checks it
+        GPTConfig(**{k: c[k] for k in MODEL_KEYS})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if c["eval_only"] and c["init_from"] == "scratch":
         raise ConfigError("eval_only evaluates a trained model: add --init_from=resume or --init_from=gpt2")
     world = int(os.environ.get("WORLD_SIZE", 1))
@@ -147,24 +151,6 @@ def adopt_checkpoint(config, given):
     if trained_with != config["optimizer"]:
         raise ConfigError(f"resume {path}: it was trained with optimizer={trained_with}, not {config['optimizer']}")
     return {**config, **{k: args[k] for k in MODEL_KEYS if k not in given}}, ckpt
-
-
-def check_fits(model_config, device_type, processes):
-    """Refuse, before anything is allocated, a run that cannot fit: weights, gradients and optimizer state plus
-    one micro-batch's activations (sizing.py's arithmetic) against the memory the device has."""
-    need = memory_bytes(model_config, optimizer=optimizer)["train_state"] + \
-        activation_bytes(model_config, batch_size, model_config.block_size)
-    have = None
-    if device_type == "cuda":
-        have = torch.cuda.mem_get_info()[1]
-    elif device_type == "cpu" and os.path.isfile("/proc/meminfo"):
-        with open("/proc/meminfo") as f:
-            have = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
-        need *= processes  # the processes on one machine share its memory
-    if have is not None and need > have:
-        raise ConfigError(f"this run needs at least {need / 2**30:.1f} GiB (weights, gradients, optimizer state and one "
-                          f"micro-batch; sizing.py) but {device_type} has {have / 2**30:.1f} GiB available: "
-                          "a smaller model, batch_size or block_size")
 
 
 def load_data(rank):
@@ -197,7 +183,7 @@ def get_windows(data, starts):
     return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
 
-def init_model(meta, ckpt, device_type):
+def init_model(meta, ckpt):
     """The model init_from names, on device. Any failure to build it is a one-line ConfigError."""
     try:
         if init_from == "scratch":
@@ -269,13 +255,11 @@ def main():
                    for s, d in splits.items()}
 
     # model, optimizer and the state a resume continues
-    if init_from in ("scratch", "resume"):
-        try:
-            model_config = GPTConfig(vocab_size=meta["vocab_size"], **{k: config[k] for k in MODEL_KEYS})
-        except ValueError as e:  # a shape GPTConfig refuses
-            raise ConfigError(str(e)) from None
-        check_fits(model_config, device_type, local_procs)
-    raw_model = init_model(meta, ckpt, device_type)
+    if init_from in ("scratch", "resume"):  # weights, gradients, optimizer state and a micro-batch's activations
+        shape = GPTConfig(vocab_size=meta["vocab_size"], **{k: config[k] for k in MODEL_KEYS})
+        check_fits(memory_bytes(shape, optimizer=optimizer)["train_state"] + activation_bytes(shape, batch_size, block_size),
+                   device_type, local_procs)
+    raw_model = init_model(meta, ckpt)
     ctx = autocast(device_type, dtype)
     if optimizer == "muon":
         native_bf16 = device_type == "cuda" or cpu_has_native_bf16()  # torch's Muon's bf16 is emulated, 10x slower, elsewhere
@@ -298,8 +282,7 @@ def main():
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
         if "rng" in ckpt and world_size == 1:
             set_rng_state(ckpt["rng"])
-    nanogpt = ckpt is not None and is_nanogpt(ckpt)  # glassgpt's ckpt.pt replaces it: its files move aside first
-    ckpt = None  # free it
+    nanogpt, ckpt = ckpt is not None and is_nanogpt(ckpt), None  # nanoGPT's ckpt.pt moves aside, not over
     model = raw_model
     if compile == "auto" and device_type == "cuda" or str(compile).lower() in TRUE:
         if master:
