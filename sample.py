@@ -33,7 +33,7 @@ top_k = 200  # sample only among the k most likely tokens; None = all
 top_p = None  # nucleus sampling: the smallest set of tokens whose probability reaches top_p; None = off
 seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
-dtype = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+dtype = "auto"  # "auto" (device.py's choice; on a CPU float32 below 512 wide) | "float32" | "bfloat16" | "float16"
 use_cache = True  # KV cache: each new token costs one position, not the whole context
 compile = False  # torch.compile the forward: compiling takes a while (a minute on a CPU), so only for long runs
 # -----------------------------------------------------------------------------
@@ -83,6 +83,8 @@ def main(argv=None):
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     ids = encode_prompt(text, meta)
+    if cfg["dtype"] == "auto" and device_type == "cpu" and model.config.n_embd < 512:
+        dtype_name = "float32"  # a token at a time, narrow models run slower in bf16 than in float32 (docs/cpu.md)
     log(loaded)
     torch.manual_seed(cfg["seed"])
     model.to(dev)
