@@ -384,10 +384,15 @@ def test_bad_inputs_are_one_line(out_dir, capsys):
     assert e.value.code == 2 and "Traceback" not in err and err.splitlines()[-1].startswith("error: cannot write")
 
 
-def test_help_and_bad_input_as_a_user_sees_them(out_dir):
-    """A real process: --help answers, and bad input is one line on stderr and exit 2, nothing on stdout."""
-    proc = subprocess.run([sys.executable, "lens.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "--eval=" in proc.stdout and "--stride=" in proc.stdout
+def test_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        lens.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "--eval=" in out and "--stride=" in out and "logit lens" in out
+
+
+def test_bad_input_as_a_user_sees_it(out_dir):
+    """A real process: bad input is one line on stderr and exit 2, nothing on stdout, no traceback."""
     proc = subprocess.run([sys.executable, "lens.py", f"--out_dir={out_dir}", "--start=" + "a" * 65], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
