@@ -260,15 +260,13 @@ SAME = "glassgpt, same recipe"  # glassgpt's train.py given nanoGPT's command (a
 THREE_MINUTES = 180.0  # glassgpt's target: its val loss after this many seconds of training steps
 EVAL_LINE = re.compile(r"^step (\d+): train loss \S+, val loss ([\d.naif]+)")  # both sides print these two
 ITER_LINE = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms")
+TOKENS = re.compile(r"([\d,]+) tokens per iteration|tokens per iteration will be: ([\d,]+)")  # glassgpt's, nanoGPT's
 
 
 def race_plan(cfg):
-    """The race's checks: (nanoGPT's checkout, thresholds, glassgpt's args, its data_dir and tokens per step)."""
-    n, path = cfg["glassgpt_iters"], cfg["glassgpt_config"]
-    gg = configure(dict(dataset="", data_dir="", batch_size=0, block_size=0, gradient_accumulation_steps=1),
-                   [path], strict_files=False)  # what the race needs to know of glassgpt's run
-    if min(gg["batch_size"], gg["block_size"]) < 1 or not (gg["dataset"] or gg["data_dir"]):
-        raise ConfigError(f"{path} must set batch_size, block_size and dataset (or data_dir)")
+    """The race's checks: (nanoGPT's checkout, thresholds, glassgpt's args, its data folder)."""
+    n, path = cfg["glassgpt_iters"], os.path.abspath(cfg["glassgpt_config"])
+    gg = configure(dict(dataset="", data_dir=""), [path], strict_files=False)  # as train.py finds its data
     ng = os.path.abspath(os.path.expanduser(cfg["nanogpt"])) if cfg["nanogpt"] else ""
     if not os.path.isfile(os.path.join(ng, "train.py")) or os.path.isfile(os.path.join(ng, "muon.py")):
         raise ConfigError(f"--nanogpt={cfg['nanogpt']!r} is not a nanoGPT checkout (git clone "
@@ -280,12 +278,12 @@ def race_plan(cfg):
                           f"(python {data}/prepare.py), copy its input.txt to {ng_data} and run prepare.py there")
     thresholds = sorted(map(float, cfg["thresholds"].split(",")), reverse=True)
     gg_args = [path] + ([f"--max_iters={n}", f"--lr_decay_iters={n}"] if n > 0 else [])
-    return ng, thresholds, gg_args, data, gg["batch_size"] * gg["block_size"] * gg["gradient_accumulation_steps"]
+    return ng, thresholds, gg_args, data
 
 
 def run_side(label, cmd, cwd, env):
     """One side's run (its stderr passes through): its evals and per-iteration seconds, read from its stdout."""
-    evals, steps, t0 = [], {}, time.perf_counter()
+    evals, steps, tokens, t0 = [], {}, None, time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
     try:
         for line in proc.stdout:
@@ -294,17 +292,19 @@ def run_side(label, cmd, cwd, env):
                 print(f"  {label:>8} {evals[-1]['wall_s']:7.1f}s  {line.rstrip()}", flush=True)
             elif m := ITER_LINE.match(line):
                 steps[int(m[1])] = float(m[2]) / 1e3
+            elif m := TOKENS.search(line):
+                tokens = int((m[1] or m[2]).replace(",", ""))
         proc.wait()
     finally:
         if proc.poll() is None:  # stopped early (Ctrl-C): the child too
             proc.kill()
             proc.wait()
-    if proc.returncode or not evals or not steps:
-        raise ConfigError(f"{label} failed (exit code {proc.returncode}, {len(evals)} 'step N: ... val loss X' lines, "
-                          f"{len(steps)} 'iter N: ... time Xms' lines): {' '.join(cmd)}")
+    if proc.returncode or not (evals and steps and tokens):
+        raise ConfigError(f"{label} failed (exit code {proc.returncode}; its 'step N: ... val loss X' lines: {len(evals)}, "
+                          f"'iter N: ... time Xms': {len(steps)}, tokens per iteration: {tokens}): {' '.join(cmd)}")
     before, total = train_seconds(steps, {e["iter"] for e in evals})
     return {"evals": evals, "before": before, "train_s": total, "wall_s": evals[-1]["wall_s"], "iters": len(steps),
-            "final_val": evals[-1]["val_loss"]}
+            "tokens_per_s": len(steps) * tokens / total, "tokens_per_iter": tokens, "final_val": evals[-1]["val_loss"]}
 
 
 def train_seconds(step_times, eval_iters):
@@ -320,7 +320,7 @@ def train_seconds(step_times, eval_iters):
 
 
 def bench_race(cfg, plan):
-    ng, thresholds, gg_args, data, gg_tokens = plan
+    ng, thresholds, gg_args, data = plan
     env = dict(os.environ, PYTHONUNBUFFERED="1", **({"OMP_NUM_THREADS": str(cfg["num_threads"])}
                                                    if cfg["num_threads"] else {}))
     n, runs = cfg["nanogpt_iters"], {"nanoGPT": [], SAME: [], "glassgpt": []}
@@ -338,19 +338,18 @@ def bench_race(cfg, plan):
                 runs[SAME].append(run_side("same", cmd, REPO, env))
             cmd = [sys.executable, "train.py", *gg_args, f"--eval_interval={cfg['eval_interval']}", "--log_interval=1"]
             runs["glassgpt"].append(run_side("glassgpt", cmd + [out("gg")], REPO, env))
-    return race_report({k: v for k, v in runs.items() if v}, thresholds, gg_tokens, cfg)
+    return race_report({k: v for k, v in runs.items() if v}, thresholds, cfg)
 
 
-def race_report(runs, thresholds, gg_tokens, cfg):
+def race_report(runs, thresholds, cfg):
     """Each side's figures (medians over the repeats), the targets' figures, and the report's lines."""
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None  # noqa: E731
     first_at = lambda r, t: next((r["before"][e["iter"]] for e in r["evals"] if e["val_loss"] <= t), None)  # noqa: E731
-    tokens, sides = {"nanoGPT": 12 * 64, SAME: 12 * 64, "glassgpt": gg_tokens}, {}
+    sides = {}
     for name, rs in runs.items():
         sides[name] = {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs],
-                       **{k: med([r[k] for r in rs]) for k in ("train_s", "wall_s", "final_val")},
-                       "iters": statistics.median_low([r["iters"] for r in rs]),
-                       "tokens_per_s": med([r["iters"] * tokens[name] / r["train_s"] for r in rs]),
+                       **{k: med([r[k] for r in rs]) for k in ("train_s", "wall_s", "final_val", "tokens_per_s")},
+                       "iters": statistics.median_low([r["iters"] for r in rs]), "tokens_per_iter": rs[0]["tokens_per_iter"],
                        "thresholds": {f"{t:.2f}": med([first_at(r, t) for r in rs]) for t in thresholds}}
     ng, gg, same, first = sides["nanoGPT"], sides["glassgpt"], sides.get(SAME), f"{thresholds[0]:.2f}"
     # glassgpt's val loss after this much training: its last eval within it (and a step: a budget ends on the
@@ -367,7 +366,7 @@ def race_report(runs, thresholds, gg_tokens, cfg):
     lines = ["a quick race (--quick): a smoke test, its runs cut short: its figures mean nothing"] * cfg["quick"] + [
         f"race, {cfg['repeats']} run(s) each, medians; seconds of training steps (evals left out)",
         row("", [heads[n] for n in sides]),
-        row("iterations x tokens", [f"{s['iters']} x {tokens[n]}" for n, s in sides.items()]),
+        row("iterations x tokens", [f"{s['iters']} x {s['tokens_per_iter']}" for s in sides.values()]),
         row("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in sides.values()]),
         *[row(f"time to val <= {x}", [fmt(s["thresholds"][x], ".1f").replace("n/a", "not reached") for s in
                                       sides.values()]) for x in ng["thresholds"]],
