@@ -1,6 +1,5 @@
 """
-How fast glassgpt runs on this machine, measured now: medians of repeats after warm-up, printed as a table
-(--json=PATH: also written to a JSON file, with the settings). --quick: tiny sizes, a smoke test.
+How fast glassgpt runs on this machine, now: medians of repeats after warm-up (--json=PATH: also in a file).
 
     python bench.py --mode=peak                        # matmul peak GFLOP/s (--dtype=bfloat16 for bf16's)
     python bench.py --mode=train config/tiny.py        # tokens/s, FLOPs and MFU of a step (--profile=True: its ops)
@@ -11,6 +10,7 @@ How fast glassgpt runs on this machine, measured now: medians of repeats after w
 """
 
 import filecmp
+import itertools
 import json
 import math
 import os
@@ -40,13 +40,13 @@ COMMON = dict(
     json="",  # also write the figures and the settings to this JSON file
     seed=1337,  # the random weights and tokens measured
     num_threads=0,  # torch CPU threads (the race: each side's); 0: torch's default (one per core)
-    repeats=0, warmup=0,  # timed calls (the median reported) and untimed ones before them; 0: the mode's default
     device="cpu")  # cpu | cuda | cuda:1 | auto
 MODEL = dict(  # nanoGPT's README CPU recipe's model; the keys are train.py's
     n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False, tie_weights=True,  # as train.py's
     norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # as train.py's
 DEFAULTS = {
     "peak": dict(
+        repeats=5, warmup=1,  # timed calls (the race: runs), the median reported; untimed calls before them
         dtype="float32",  # float32 | bfloat16 | auto (train.py's choice; train: autocast to it, MFU against its peak)
         peak_sizes="2048,3072,4096"),  # the square matmul sizes n the peak is the best of
     "train": dict(**MODEL, vocab_size=0,  # 0: the meta's in data_dir (or data/<dataset>), else 65
@@ -56,30 +56,27 @@ DEFAULTS = {
                   profile=False,  # also list the ops the time goes to (torch.profiler)
                   optimizer="adamw",  # adamw | muon (Muon for the blocks' matrices, AdamW for the rest)
                   weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99, grad_clip=1.0,  # as train.py's
-                  dtype="auto", peak_sizes="2048,3072,4096"),
+                  dtype="auto", peak_sizes="2048,3072,4096", repeats=30, warmup=3),
     "sample": dict(**dict(MODEL, n_layer=6, n_head=6, n_embd=384, block_size=256, bias=True), vocab_size=65,
                    new_tokens=255, prompt_len=1,  # greedy tokens generated per timed call, after a random prompt
                    init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
-                   dtype="auto"),
+                   dtype="auto", repeats=3, warmup=1),
     "attention": dict(batch_size=1, n_head=6, head_size=64,  # q, k and v are (batch_size, n_head, T, head_size)
                       t_min=128, t_max=4096,  # T: every power of 2 from t_min to t_max
                       backward=False,  # time forward and backward, not the forward alone
-                      dtype="float32"),
+                      dtype="float32", repeats=5, warmup=3),
     "race": dict(nanogpt="",  # a nanoGPT checkout, its data/shakespeare_char prepared from glassgpt's text
                  glassgpt_config="config/tiny.py",  # glassgpt's side, raced against nanoGPT's README CPU recipe
                  nanogpt_iters=2000,  # the recipe's iterations
                  glassgpt_iters=0,  # > 0: glassgpt's run ends there (its lr decaying over them); 0: its config's
                  nanogpt_eval_interval=50, eval_interval=25,  # each side's (the README's 250 is too coarse to time)
-                 thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
-                 same_recipe=True),  # also time glassgpt's train.py on nanoGPT's command: the same model and step
+                 thresholds="1.88,1.70,1.60", repeats=1),  # the val losses each side is timed to
 }
-QUICK = {"peak": dict(peak_sizes="256,512"),
-         "train": dict(peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
+QUICK = {"peak": dict(repeats=3, peak_sizes="256,512"),
+         "train": dict(repeats=5, peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
          "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
-         "attention": dict(n_head=2, head_size=32, t_min=64, t_max=1024),
+         "attention": dict(repeats=3, n_head=2, head_size=32, t_min=64, t_max=1024),
          "race": dict(nanogpt_iters=100, glassgpt_iters=100)}
-REPEATS = {"peak": (5, 3), "train": (30, 5), "sample": (3, 3), "attention": (5, 3), "race": (1, 1)}  # (normal, quick)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def median_time(fn, repeats, warmup, device):
@@ -95,15 +92,16 @@ def median_time(fn, repeats, warmup, device):
 
 
 def machine():
-    """This machine, as a dict and as the line every report starts with."""
+    """This machine: the line every report starts with, and as a dict."""
     with open("/proc/cpuinfo" if os.path.isfile("/proc/cpuinfo") else os.devnull) as f:
         cpu = (re.findall(r"model name\s*:\s*(.+)", f.read()) or [platform.processor() or platform.machine()])[0]
     m = {"torch": torch.__version__, "python": platform.python_version(), "cpu": cpu.strip(), "cpus": os.cpu_count(),
          "threads": torch.get_num_threads(), "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0,
          "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
     busy = " (busy: expect low, noisy figures)" if m["load_avg_1m"] > m["cpus"] / 2 else ""  # others share the cores
-    return m, (f"machine: torch {m['torch']}, python {m['python']}, {m['cpu']}, {m['cpus']} CPUs, {m['threads']} "
-               f"threads{', GPU ' + m['cuda'] if m['cuda'] else ''}, load {m['load_avg_1m']:.1f}{busy}")
+    print(f"machine: torch {m['torch']}, python {m['python']}, {m['cpu']}, {m['cpus']} CPUs, {m['threads']} "
+          f"threads{', GPU ' + m['cuda'] if m['cuda'] else ''}, load {m['load_avg_1m']:.1f}{busy}")
+    return m
 
 
 def slope(xs, ys):
@@ -115,17 +113,17 @@ def slope(xs, ys):
     return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
-def fmt(x, spec=".2f"):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+def fmt(x, spec=".2f", none="n/a"):
+    return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def bench_peak(cfg, dtype=None):
+def bench_peak(cfg):
     """GFLOP/s of n x n matmuls (2n^3 FLOPs) per size n, and the peak: the best size's."""
-    dtype, per_size = dtype or cfg["dtype"], {}
+    dtype, per_size = cfg["dtype"], {}
     for n in map(int, cfg["peak_sizes"].split(",")):
-        a, b, out = (torch.randn(n, n, device=cfg["device"]).to(DTYPES[dtype]) for _ in range(3))
-        per_size[n] = 2 * n**3 / median_time(lambda: torch.mm(a, b, out=out), cfg["repeats"], cfg["warmup"],
-                                             cfg["device"]) / 1e9
+        a, b, out = (torch.randn(n, n, device=cfg["device"]).to(getattr(torch, dtype)) for _ in range(3))
+        dt = median_time(lambda: torch.mm(a, b, out=out), cfg["repeats"], cfg["warmup"], cfg["device"])
+        per_size[n] = 2 * n**3 / dt / 1e9
     p = {"dtype": dtype, "gflops_by_size": per_size, "peak_gflops": max(per_size.values())}
     sizes = "  ".join(f"n={n}: {g:.1f}" for n, g in per_size.items())
     return p, [f"{dtype} torch.mm GFLOP/s  {sizes}  -> peak {p['peak_gflops']:.1f} GFLOP/s"]
@@ -133,16 +131,14 @@ def bench_peak(cfg, dtype=None):
 
 def bench_train(cfg):
     device, device_type, config = cfg["device"], torch.device(cfg["device"]).type, GPTConfig.from_dict(cfg)
-    # the peak in this run and dtype, with the peak mode's repeats: MFU compares like with like
-    peak = bench_peak(dict(cfg, repeats=REPEATS["peak"][cfg["quick"]], warmup=1))[0]
+    peak = bench_peak(dict(cfg, repeats=3 if cfg["quick"] else 5, warmup=1))[0]  # this run's, in its dtype
     B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]
     model = GPT(config).to(device).train()
     args = (cfg["weight_decay"], cfg["learning_rate"], (cfg["beta1"], cfg["beta2"]), device_type)  # as train.py:
     opt = (configure_muon(model, *args, ns_dtype=torch.bfloat16 if device_type == "cuda" or cpu_has_native_bf16()
                           else torch.float32) if cfg["optimizer"] == "muon" else model.configure_optimizers(*args))
     muon = sum(len(g["params"]) for g in opt.muon.param_groups) if cfg["optimizer"] == "muon" else 0
-    opt_info = {"name": "muon+adamw" if muon else "adamw", "muon_matrices": muon, "fused": opt.defaults.get("fused")}
-    opt_label = (f"Muon for {muon} block matrices + " if muon else "") + f"AdamW (fused={opt_info['fused']})"
+    opt_label = (f"Muon for {muon} block matrices + " if muon else "") + f"AdamW (fused={opt.defaults.get('fused')})"
     step_model = torch.compile(model) if cfg["compile"] else model
     x, y = (torch.randint(0, config.vocab_size, (B, T), device=device) for _ in range(2))  # any tokens cost the same
     def step():
@@ -156,14 +152,13 @@ def bench_train(cfg):
         opt.zero_grad(set_to_none=True)
     dt, tokens = median_time(step, cfg["repeats"], cfg["warmup"], device), B * T * accum
     flops = flops_per_token(config, T) * tokens  # 6N + 12LHQT per token (sizing.py)
-    r = {"model": {k: getattr(config, k) for k in MODEL | {"vocab_size": 0}}, "batch_size": B,
-         "gradient_accumulation_steps": accum, "dtype": cfg["dtype"], "compile": cfg["compile"], "optimizer": opt_info,
-         "params": model.get_num_params(), "step_ms": 1e3 * dt, "tokens_per_step": tokens, "tokens_per_s": tokens / dt,
-         "flops_per_step": flops, "gflops": flops / dt / 1e9, "peak": peak, "mfu": flops / dt / (peak["peak_gflops"] * 1e9)}
+    r = {"model": vars(config), "optimizer": opt_label, "params": model.get_num_params(), "step_ms": 1e3 * dt,
+         "tokens_per_step": tokens, "tokens_per_s": tokens / dt, "flops_per_step": flops, "gflops": flops / dt / 1e9,
+         "peak": peak, "mfu": flops / dt / (peak["peak_gflops"] * 1e9)}
     lines = [f"{peak['dtype']} matmul peak {peak['peak_gflops']:.1f} GFLOP/s (the best of n = {cfg['peak_sizes']})",
-             f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {T} vocab {config.vocab_size}, "
-             f"{r['params']:,} non-embedding params, batch {B} x accum {accum}, {cfg['dtype']}, "
-             f"compile={cfg['compile']}, grad_clip={cfg['grad_clip']}, {opt_label}",
+             f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {T} vocab {config.vocab_size}, {r['params']:,} "
+             f"non-embedding params, batch {B} x accum {accum}, {cfg['dtype']}, compile={cfg['compile']}, "
+             f"grad_clip={cfg['grad_clip']}, {opt_label}",
              f"{'step ms':>9}{'tokens/s':>11}{'GFLOP/step':>12}{'GFLOP/s':>9}{'MFU':>8}",
              f"{r['step_ms']:9.2f}{r['tokens_per_s']:11,.0f}{flops / 1e9:12.3f}{r['gflops']:9.1f}{r['mfu']:8.1%}"]
     if cfg["profile"]:  # the ops the time goes to over 10 steps, largest self CPU time first
@@ -188,8 +183,7 @@ def bench_sample(cfg):
             out[use_cache] = model.generate(prompt, n_new, temperature=0.0, use_cache=use_cache)
     dt = {c: median_time(lambda: generate(c), cfg["repeats"], cfg["warmup"], device) for c in (True, False)}
     same = torch.equal(out[True], out[False])
-    r = {"model": {k: getattr(config, k) for k in MODEL | {"vocab_size": 0}}, "new_tokens": n_new, "dtype": cfg["dtype"],
-         "cache_tokens_per_s": n_new / dt[True], "recompute_tokens_per_s": n_new / dt[False],
+    r = {"model": vars(config), "cache_tokens_per_s": n_new / dt[True], "recompute_tokens_per_s": n_new / dt[False],
          "speedup": dt[False] / dt[True], "identical": same, "distinct_tokens": len(set(out[True][0].tolist()))}
     return r, [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
                f"{config.vocab_size} (weights re-drawn with std {cfg['init_std']}), {n_new} greedy tokens from a "
@@ -210,15 +204,12 @@ def peak_bytes(fn):
     profiler while fn runs (kernels' scratch too), summed in order."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    live = peak = 0
-    for e in sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns()):
-        live += e.nbytes() if e.name() == "[memory]" else 0
-        peak = max(peak, live)
-    return peak
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    return max([0, *itertools.accumulate(n for _, n in events)])
 
 
 def bench_attention(cfg):
-    B, nh, hs, dtype = cfg["batch_size"], cfg["n_head"], cfg["head_size"], DTYPES[cfg["dtype"]]
+    B, nh, hs, dtype = cfg["batch_size"], cfg["n_head"], cfg["head_size"], getattr(torch, cfg["dtype"])
     Ts, rows = [1 << i for i in range(cfg["t_max"].bit_length()) if cfg["t_min"] <= 1 << i], []
     for T in Ts:
         q, k, v, grad = (torch.randn(B, nh, T, hs, device=cfg["device"], dtype=dtype,
@@ -251,12 +242,10 @@ def bench_attention(cfg):
     return {"dtype": cfg["dtype"], "backward": cfg["backward"], "T": Ts, "rows": rows, "slopes": slopes}, lines
 
 
-# nanoGPT's README: python train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20
-# --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters=2000
-# --lr_decay_iters=2000 --dropout=0.0
+# nanoGPT's README CPU recipe, its --max_iters=2000 --lr_decay_iters=2000 being nanogpt_iters here
 RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20", "--log_interval=1",
           "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4", "--n_embd=128", "--dropout=0.0"]
-SAME = "glassgpt, same recipe"  # glassgpt's train.py given nanoGPT's command (and nanoGPT's bias=False)
+SAME = "glassgpt, same command"  # glassgpt's train.py given nanoGPT's command (and nanoGPT's bias=False)
 THREE_MINUTES = 180.0  # glassgpt's target: its val loss after this many seconds of training steps
 EVAL_LINE = re.compile(r"^step (\d+): train loss \S+, val loss ([\d.naif]+)")  # both sides print these two
 ITER_LINE = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms")
@@ -276,9 +265,8 @@ def race_plan(cfg):
     if not all(os.path.isfile(a) and os.path.isfile(b) and filecmp.cmp(a, b, shallow=False) for a, b in bins):
         raise ConfigError(f"{data} and {ng_data} must hold the same train.bin and val.bin: prepare glassgpt's "
                           f"(python {data}/prepare.py), copy its input.txt to {ng_data} and run prepare.py there")
-    thresholds = sorted(map(float, cfg["thresholds"].split(",")), reverse=True)
-    gg_args = [path] + ([f"--max_iters={n}", f"--lr_decay_iters={n}"] if n > 0 else [])
-    return ng, thresholds, gg_args, data
+    return (ng, sorted(map(float, cfg["thresholds"].split(",")), reverse=True),
+            [path] + ([f"--max_iters={n}", f"--lr_decay_iters={n}"] if n > 0 else []), data)
 
 
 def run_side(label, cmd, cwd, env):
@@ -300,23 +288,17 @@ def run_side(label, cmd, cwd, env):
             proc.kill()
             proc.wait()
     if proc.returncode or not (evals and steps and tokens):
-        raise ConfigError(f"{label} failed (exit code {proc.returncode}; its 'step N: ... val loss X' lines: {len(evals)}, "
-                          f"'iter N: ... time Xms': {len(steps)}, tokens per iteration: {tokens}): {' '.join(cmd)}")
-    before, total = train_seconds(steps, {e["iter"] for e in evals})
+        raise ConfigError(f"{label} failed (exit code {proc.returncode}) or printed no 'step N', 'iter N' or tokens "
+                          f"per iteration lines: {' '.join(cmd)}")
+    # training seconds before each iteration: a step whose time also holds an eval (nanoGPT times the eval into
+    # the next step) counts as the median of the others
+    evaled, before, total = {e["iter"] for e in evals}, {}, 0.0
+    typical = statistics.median([t for i, t in steps.items() if i not in evaled] or [0.0])
+    for i in sorted(steps):
+        before[i], total = total, total + (typical if i in evaled else steps[i])
+    before[max(steps) + 1] = total  # where glassgpt's last eval comes
     return {"evals": evals, "before": before, "train_s": total, "wall_s": evals[-1]["wall_s"], "iters": len(steps),
             "tokens_per_s": len(steps) * tokens / total, "tokens_per_iter": tokens, "final_val": evals[-1]["val_loss"]}
-
-
-def train_seconds(step_times, eval_iters):
-    """Training seconds before each iteration, from per-iteration seconds {iter: s}. An iteration whose time also
-    holds an eval (nanoGPT times the eval into the next step) counts as the median of the others."""
-    typical = statistics.median([t for i, t in step_times.items() if i not in eval_iters] or [0.0])
-    total, before = 0.0, {}
-    for i in sorted(step_times):
-        before[i] = total
-        total += typical if i in eval_iters else step_times[i]
-    before[max(step_times, default=-1) + 1] = total
-    return before, total
 
 
 def bench_race(cfg, plan):
@@ -329,28 +311,25 @@ def bench_race(cfg, plan):
               *([] if n > 100 else [f"--warmup_iters={n // 2}"])]  # (a short race, --quick: half its iterations)
     with tempfile.TemporaryDirectory(prefix="race-") as tmp:  # every side's out_dir: nothing in a checkout
         for r in range(cfg["repeats"]):
-            print(f"race {r + 1}/{cfg['repeats']}: nanoGPT's README CPU recipe ({n} iterations), then glassgpt "
-                  f"{' '.join(gg_args)}", flush=True)
+            print(f"race {r + 1}/{cfg['repeats']}: nanoGPT ({n} iterations), then glassgpt {' '.join(gg_args)}")
             out = lambda name: f"--out_dir={os.path.join(tmp, f'{name}{r}')}"  # noqa: E731
             runs["nanoGPT"].append(run_side("nanoGPT", [sys.executable, "train.py", *recipe, out("ng")], ng, env))
-            if cfg["same_recipe"]:
-                cmd = [sys.executable, "train.py", *recipe, "--bias=False", f"--data_dir={data}", out("same")]
-                runs[SAME].append(run_side("same", cmd, REPO, env))
+            cmd = [sys.executable, "train.py", *recipe, "--bias=False", f"--data_dir={data}", out("same")]
+            runs[SAME].append(run_side("same", cmd, REPO, env))  # glassgpt on nanoGPT's command: the same step
             cmd = [sys.executable, "train.py", *gg_args, f"--eval_interval={cfg['eval_interval']}", "--log_interval=1"]
             runs["glassgpt"].append(run_side("glassgpt", cmd + [out("gg")], REPO, env))
-    return race_report({k: v for k, v in runs.items() if v}, thresholds, cfg)
+    return race_report(runs, thresholds, cfg)
 
 
 def race_report(runs, thresholds, cfg):
     """Each side's figures (medians over the repeats), the targets' figures, and the report's lines."""
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None  # noqa: E731
     first_at = lambda r, t: next((r["before"][e["iter"]] for e in r["evals"] if e["val_loss"] <= t), None)  # noqa: E731
-    sides = {}
-    for name, rs in runs.items():
-        sides[name] = {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs],
-                       **{k: med([r[k] for r in rs]) for k in ("train_s", "wall_s", "final_val", "tokens_per_s")},
-                       "iters": statistics.median_low([r["iters"] for r in rs]), "tokens_per_iter": rs[0]["tokens_per_iter"],
-                       "thresholds": {f"{t:.2f}": med([first_at(r, t) for r in rs]) for t in thresholds}}
+    sides = {name: {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs],
+                    **{k: med([r[k] for r in rs]) for k in ("train_s", "wall_s", "final_val", "tokens_per_s")},
+                    "iters": statistics.median_low([r["iters"] for r in rs]), "tokens_per_iter": rs[0]["tokens_per_iter"],
+                    "thresholds": {f"{t:.2f}": med([first_at(r, t) for r in rs]) for t in thresholds}}
+             for name, rs in runs.items() if rs}
     ng, gg, same, first = sides["nanoGPT"], sides["glassgpt"], sides.get(SAME), f"{thresholds[0]:.2f}"
     # glassgpt's val loss after this much training: its last eval within it (and a step: a budget ends on the
     # step that crosses it), the median over the runs
@@ -360,16 +339,14 @@ def race_report(runs, thresholds, cfg):
          "glassgpt_val_at_nanogpt_end": val_at(ng["train_s"]), "glassgpt_val_at_3_minutes": val_at(THREE_MINUTES),
          "same_step_tokens_per_s_ratio": same and same["tokens_per_s"] / ng["tokens_per_s"]}
     row = lambda label, cells: f"{label:<22}" + "".join(f"{c:>28}" for c in cells)  # noqa: E731
-    heads = {"nanoGPT": "nanoGPT, README CPU recipe", SAME: "glassgpt, the same command",
-             "glassgpt": "glassgpt " + cfg["glassgpt_config"]}
     short = f", its whole run being {gg['train_s']:.1f} s" if gg["train_s"] < 0.98 * THREE_MINUTES else ""
     lines = ["a quick race (--quick): a smoke test, its runs cut short: its figures mean nothing"] * cfg["quick"] + [
-        f"race, {cfg['repeats']} run(s) each, medians; seconds of training steps (evals left out)",
-        row("", [heads[n] for n in sides]),
+        f"race, {cfg['repeats']} run(s) each, medians; nanoGPT's README CPU recipe, glassgpt's train.py on the same "
+        f"command, glassgpt's {cfg['glassgpt_config']}; seconds of training steps (evals left out)", row("", sides),
         row("iterations x tokens", [f"{s['iters']} x {s['tokens_per_iter']}" for s in sides.values()]),
         row("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in sides.values()]),
-        *[row(f"time to val <= {x}", [fmt(s["thresholds"][x], ".1f").replace("n/a", "not reached") for s in
-                                      sides.values()]) for x in ng["thresholds"]],
+        *[row(f"time to val <= {x}", [fmt(s["thresholds"][x], ".1f", "not reached") for s in sides.values()])
+          for x in ng["thresholds"]],
         row("whole run (wall)", [f"{s['train_s']:.1f} ({s['wall_s']:.1f})" for s in sides.values()]),
         row("final val loss", [f"{s['final_val']:.4f}" for s in sides.values()]),
         f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
@@ -416,9 +393,10 @@ def main(argv=None):
     cfg = configure(defaults, argv, strict_files=False, sections=sections)
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
-    cfg["mode"], cfg["repeats"] = mode, cfg["repeats"] or REPEATS[mode][cfg["quick"]]
-    cfg["warmup"] = cfg["warmup"] or (1 if mode in ("peak", "sample") else 3)
+    cfg["mode"] = mode
     cfg["device"], _, cfg["dtype"] = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    if cfg["json"] and not os.access(os.path.dirname(os.path.abspath(cfg["json"])), os.W_OK):
+        raise ConfigError(f"cannot write --json={cfg['json']}: its folder is missing or read-only")
     try:
         plan = check(cfg)
     except ValueError as e:  # GPTConfig's, float()'s: one line
@@ -426,19 +404,15 @@ def main(argv=None):
     if cfg["num_threads"] > 0:
         torch.set_num_threads(cfg["num_threads"])
     torch.manual_seed(cfg["seed"])
-    info, line = machine()
-    print(line)
+    info = machine()
     if mode != "race":  # the race says how it runs as it runs
         quick = " (--quick: tiny sizes, a smoke test whose figures mean nothing)" if cfg["quick"] else ""
         print(f"{mode}: median of {cfg['repeats']} after {cfg['warmup']} warm-up{quick}", flush=True)
     result, lines = bench_race(cfg, plan) if mode == "race" else globals()[f"bench_{mode}"](cfg)
     print("\n".join(lines))
     if cfg["json"]:
-        try:
-            with open(cfg["json"], "w") as f:
-                json.dump({"mode": mode, "machine": info, "settings": cfg, **result}, f, indent=1)
-        except OSError as e:
-            raise ConfigError(f"cannot write {cfg['json']}: {e.strerror}") from None
+        with open(cfg["json"], "w") as f:
+            json.dump({"mode": mode, "machine": info, "settings": cfg, **result}, f, indent=1)
     return result
 
 
