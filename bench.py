@@ -41,9 +41,9 @@ COMMON = dict(
     seed=1337,  # the random weights and tokens measured
     num_threads=0,  # torch CPU threads (the race: each side's); 0: torch's default (one per core)
     device="cpu")  # cpu | cuda | cuda:1 | auto
-MODEL = dict(  # nanoGPT's README CPU recipe's model; the keys are train.py's
-    n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False, tie_weights=True,  # as train.py's
-    norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # as train.py's
+MODEL = dict(  # nanoGPT's README CPU recipe's model
+    n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False, tie_weights=True,  # the model, as train.py's
+    norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # the model, as train.py's
 DEFAULTS = {
     "peak": dict(
         repeats=5, warmup=1,  # timed calls (the race: runs), the median reported; untimed calls before them
@@ -55,7 +55,7 @@ DEFAULTS = {
                   compile=False,  # torch.compile the model (it compiles in the warm-up)
                   profile=False,  # also list the ops the time goes to (torch.profiler)
                   optimizer="adamw",  # adamw | muon (Muon for the blocks' matrices, AdamW for the rest)
-                  weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99, grad_clip=1.0,  # as train.py's
+                  weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99, grad_clip=1.0,  # the optimizer's, as train.py's
                   dtype="auto", peak_sizes="2048,3072,4096", repeats=30, warmup=3),
     "sample": dict(**dict(MODEL, n_layer=6, n_head=6, n_embd=384, block_size=256, bias=True), vocab_size=65,
                    new_tokens=255, prompt_len=1,  # greedy tokens generated per timed call, after a random prompt
