@@ -155,7 +155,8 @@ def help_text(script, sections):
 def run(main):
     """
     Run a command's main() so that bad input (a ConfigError) is one line on stderr and exit 2, never a
-    traceback, and an unhandled Ctrl-C or SIGTERM is one line and 130 or 143, as a shell reports them.
+    traceback, and an unhandled Ctrl-C or SIGTERM is one line and 130 or 143, as a shell reports them
+    (141 and nothing more where stdout's reader went away).
     Under torchrun every rank meets the same bad input: only rank 0 says so.
     """
     def terminate(signum, frame):
@@ -173,3 +174,6 @@ def run(main):
         if speak:
             print("terminated" if term else "interrupted", file=sys.stderr)
         sys.exit(143 if term else 130)
+    except BrokenPipeError:  # stdout's reader has gone (| head): done, as a shell's own commands are
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

@@ -1,84 +1,85 @@
 """
-Export a trained model as a Hugging Face folder, for transformers and the tools that read its format
-(the hub, llama.cpp's converter, interpretability libraries):
+Export a trained model as a Hugging Face folder, for transformers and the tools that read its format:
 
     python export.py --out_dir=out-tiny-gpt2                   # writes out-tiny-gpt2/hf
     python export.py --out_dir=out-tiny-gpt2 --folder=my-gpt   # or anywhere else
-    hf upload <you>/my-gpt my-gpt                              # share it (needs hf auth login and network)
+    hf upload <you>/my-gpt my-gpt                              # share it (after hf auth login)
 
 It needs transformers (pip install transformers, which brings tokenizers and safetensors too).
 
-The folder holds model.safetensors and config.json (GPT-2's architecture; Arcee's, a Llama-style
-model, for rotary positions with RMSNorm as config/tiny.py trains), the tokenizer (GPT-2's BPE,
-or the char-level vocabulary as a `tokenizers` file) and a README.md model card. It loads offline with
-AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder) and
-pipeline("text-generation", model=folder), and back into glassgpt with --init_from=<folder>.
-GPT-2 can express learned (or sinusoidal, stored as a learned table) positions, LayerNorm, a tied or
-untied head, with or without biases (no bias is exported as zero biases, read back as no bias). Rotary
-positions with RMSNorm export as Arcee; rotary with LayerNorm, or RMSNorm with learned positions, have no
-match: a one-line error.
-A folder inside out_dir belongs to the run: a new training run there moves it to previous/ with the run.
+The folder holds config.json and model.safetensors (GPT-2's architecture for learned or sinusoidal
+positions with LayerNorm; Arcee's, a Llama-style model, for rotary positions with RMSNorm), the
+tokenizer (GPT-2's BPE, or the char-level vocabulary), a README.md model card and glassgpt's meta.json.
+It loads with AutoModelForCausalLM.from_pretrained(folder), and back into glassgpt with --init_from=<folder>.
 """
 
-import hashlib
 import importlib.util
 import json
-import math
 import os
-import re
 import shutil
-import sys
 
-if __name__ == "__main__":  # before torch loads: a Ctrl-C meanwhile is one line; OpenMP's idle threads sleep
-    from configurator import let_idle_threads_sleep, quit_quietly_on_early_ctrl_c
-    quit_quietly_on_early_ctrl_c()
-    let_idle_threads_sleep()
 import torch
 
-from checkpoint import ARCEE_NAMES, is_export, is_nanogpt, quiet_transformers
-from configurator import (ConfigError, config_keys, configure, held_work, run, uninterrupted, unwritable,
-                          writing)
-from sample import load_run, too_few_characters
-from sizing import non_embedding_label, param_counts
+from checkpoint import ARCEE_NAMES, is_export, load_model, quiet_transformers
+from configurator import ConfigError, config_keys, configure, run
 from tokenizer import EOT, gpt2_encoding, write_meta
 
 # -----------------------------------------------------------------------------
 out_dir = "out"  # the training run to export
-ckpt = ""  # "ckpt.pt" | "best.pt"; "" = best.pt if there is one, else ckpt.pt (as sample.py)
-meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = as sample.py finds it
-to = "hf"  # the format: "hf" (a Hugging Face transformers folder: GPT-2, or Arcee for rope + rmsnorm)
+ckpt = ""  # "ckpt.pt" | "best.pt"; "" = best.pt if there is one, else ckpt.pt
+meta = ""  # the tokenizer: a meta.json or nanoGPT meta.pkl; "" = the one beside the run
+to = "hf"  # the format: "hf", a Hugging Face transformers folder (GPT-2, or Arcee for rope + rmsnorm)
 folder = ""  # where to write it; "" = <out_dir>/hf
-overwrite = False  # replace an earlier export (swapped in once the new one is complete; files you added refuse it)
+overwrite = False  # replace an earlier export in folder
 # -----------------------------------------------------------------------------
 DEFAULTS = config_keys(globals())
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 def architecture(config):
-    """
-    The transformers architecture that computes exactly this model: "gpt2" (learned or sinusoidal
-    positions, LayerNorm) or "arcee" (rotary positions, RMSNorm: a Llama-style model whose MLP is
-    ungated, up_proj -> GELU -> down_proj, as ours; equal logits checked in tests/test_export.py).
-    Other mixes have none: a ConfigError names the switch GPT-2 can't express.
-    """
+    """The transformers architecture computing exactly this model: "gpt2" or "arcee"; other mixes have none."""
     if config.norm == "layernorm" and config.position != "rope":
         return "gpt2"
     if config.norm == "rmsnorm" and config.position == "rope":
         return "arcee"
-    if config.position == "rope":
-        raise ConfigError("position=rope with norm=layernorm: GPT-2 has no rotary positions and no transformers "
-                          "architecture was found to match; train with position=learned (config/tiny_gpt2.py) to export")
-    raise ConfigError(f"norm=rmsnorm with position={config.position}: GPT-2 has only LayerNorm and no transformers "
-                      "architecture was found to match; train with norm=layernorm (config/tiny_gpt2.py) to export")
+    raise ConfigError(f"norm={config.norm} with position={config.position} has no transformers architecture: "
+                      "export takes learned/sinusoidal + layernorm (GPT-2) or rope + rmsnorm (Arcee)")
 
 
-def arcee_config(config, meta, inner=None):
-    """transformers' ArceeConfig for a rope + RMSNorm model (MLP inner width inner; None: model.py's 4 x n_embd):
-    all heads keep their own keys and values."""
+def gpt2_config(config, meta, inner):
+    """transformers' GPT2Config for our GPTConfig (dropout off: an export is for inference)."""
+    from transformers import GPT2Config
+    eot = 50256 if meta["tokenizer"] == "gpt2" else None
+    return GPT2Config(
+        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_inner=inner,
+        n_layer=config.n_layer, n_head=config.n_head, layer_norm_epsilon=1e-5,
+        activation_function="gelu_new" if config.activation == "gelu_tanh" else "gelu",  # tanh vs erf
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=config.tie_weights,
+        bos_token_id=eot, eos_token_id=eot)
+
+
+def gpt2_state_dict(model):
+    """Our weights under GPT-2's names: Conv1D matrices transposed, zeros for absent biases."""
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    out = {}
+    for k, v in sd.items():
+        out[k] = v.t().contiguous() if k.endswith(CONV1D) else v
+        bias = k[:-len("weight")] + "bias"  # trained without biases: GPT-2's are zero
+        if k.startswith(("transformer.h.", "transformer.ln_f.")) and k.endswith("weight") and bias not in sd:
+            out[bias] = torch.zeros(v.shape[0])
+    if model.config.position == "sinusoidal":  # a fixed table added to x is a learned table never trained
+        out["transformer.wpe.weight"] = model.pos_table.detach().float().clone()
+    if model.config.tie_weights:
+        out.pop("lm_head.weight")  # the same matrix as wte: transformers ties them
+    return out
+
+
+def arcee_config(config, meta, inner):
+    """transformers' ArceeConfig for a rope + RMSNorm model: every head keeps its own keys and values."""
     from transformers import ArceeConfig
     eot = 50256 if meta["tokenizer"] == "gpt2" else None
     return ArceeConfig(
-        vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=inner or 4 * config.n_embd,
+        vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=inner,
         num_hidden_layers=config.n_layer, num_attention_heads=config.n_head, num_key_value_heads=config.n_head,
         hidden_act="gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "gelu",
         max_position_embeddings=config.block_size, rms_norm_eps=1e-5, attention_bias=config.bias,
@@ -88,76 +89,33 @@ def arcee_config(config, meta, inner=None):
 
 
 def arcee_state_dict(model):
-    """
-    Our weights under Arcee's names: the fused c_attn cut into q, k and v (rows [q; k; v], as we split).
-    Every tensor must find its place: one model.py gained (a fork's new weight) is refused, not dropped,
-    which would leave transformers computing another model.
-    """
+    """Our weights under Arcee's names: the fused c_attn cut into q, k and v (rows [q; k; v])."""
     sd = {k: v.detach().float() for k, v in model.state_dict().items()}
-    C = model.config.n_embd
     out = {"model.embed_tokens.weight": sd.pop("transformer.wte.weight"),
            "model.norm.weight": sd.pop("transformer.ln_f.weight")}
-    head = sd.pop("lm_head.weight", None)  # tied: the same matrix as wte
+    head = sd.pop("lm_head.weight")
     if not model.config.tie_weights:
         out["lm_head.weight"] = head
     for i in range(model.config.n_layer):
         ours, theirs = f"transformer.h.{i}.", f"model.layers.{i}."
         for kind in ("weight", "bias"):
             if ours + "attn.c_attn." + kind in sd:
-                for name, part in zip(("q_proj", "k_proj", "v_proj"), sd.pop(ours + "attn.c_attn." + kind).split(C)):
+                qkv = sd.pop(ours + "attn.c_attn." + kind).split(model.config.n_embd)
+                for name, part in zip(("q_proj", "k_proj", "v_proj"), qkv):
                     out[f"{theirs}self_attn.{name}.{kind}"] = part.clone()
             for a, b in ARCEE_NAMES.items():
                 if f"{ours}{a}.{kind}" in sd:
                     out[f"{theirs}{b}.{kind}"] = sd.pop(f"{ours}{a}.{kind}")
-    if sd:
-        raise ConfigError(f"export: weights do not match ArceeForCausalLM's layout (no place for "
-                          f"{sorted(sd)[:3]}{' and more' if len(sd) > 3 else ''})")
-    return out
-
-
-def gpt2_config(config, meta, inner=None):
-    """transformers' GPT2Config for a glassgpt GPTConfig and MLP inner width (None: model.py's 4 x n_embd;
-    dropout off: an exported model is for inference)."""
-    from transformers import GPT2Config
-    eot = meta["tokenizer"] == "gpt2"
-    return GPT2Config(
-        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_inner=inner,
-        n_layer=config.n_layer, n_head=config.n_head, layer_norm_epsilon=1e-5,
-        activation_function="gelu_new" if config.activation == "gelu_tanh" else "gelu",  # tanh vs erf
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=config.tie_weights,
-        bos_token_id=50256 if eot else None, eos_token_id=50256 if eot else None)
-
-
-def gpt2_state_dict(model):
-    """Our weights under GPT-2's Hugging Face names: Conv1D matrices transposed, zeros for absent biases."""
-    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
-    out = {}
-    for k, v in sd.items():
-        out[k] = v.t().contiguous() if k.endswith(CONV1D) else v
-        if k.endswith(".weight") and not k.startswith("lm_head") and "wte" not in k and "wpe" not in k \
-                and k[:-len("weight")] + "bias" not in sd:  # trained without biases: GPT-2's are zero
-            out[k[:-len("weight")] + "bias"] = torch.zeros(v.shape[0])
-    if model.config.position == "sinusoidal":  # a fixed table added to x is a learned table never trained
-        out["transformer.wpe.weight"] = model.pos_table.detach().float().clone()
-    if model.config.tie_weights:
-        out.pop("lm_head.weight")  # the same matrix as wte: transformers ties them
+    out.update(sd)  # anything left has no place in Arcee: load_state_dict below names it
     return out
 
 
 def byte_symbols():
-    """
-    GPT-2's vocab.json spells each byte as a printable character: printable Latin-1 bytes as
-    themselves, the rest (control codes, space, ...) as the characters from U+0100 on, in byte order.
-    """
+    """GPT-2's vocab.json spells each byte as a printable character: printable Latin-1 bytes as
+    themselves, the others as the characters from U+0100 on, in byte order."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    symbols, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            symbols[b] = chr(b)
-        else:
-            symbols[b] = chr(256 + extra)
-            extra += 1
-    return symbols
+    others = [b for b in range(256) if b not in printable]
+    return {b: chr(b) if b in printable else chr(256 + others.index(b)) for b in range(256)}
 
 
 def split_token(ranks, token):
@@ -168,16 +126,11 @@ def split_token(ranks, token):
         if ranks.get(parts[best] + parts[best + 1], limit) >= limit:
             break
         parts[best:best + 2] = [parts[best] + parts[best + 1]]
-    if len(parts) != 2:
-        raise ValueError(f"token {token!r} is not one merge of two tokens")
     return parts
 
 
 def write_gpt2_tokenizer(path, block_size):
-    """
-    GPT-2's tokenizer (tokenizer.json, and vocab.json with merges.txt for tools that read those),
-    derived offline from tiktoken's ranks, which are GPT-2's ids.
-    """
+    """GPT-2's tokenizer (tokenizer.json, vocab.json, merges.txt), derived offline from tiktoken's ranks."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     ranks = gpt2_encoding()._mergeable_ranks  # bytes -> id, the 50256 tokens before <|endoftext|>
@@ -193,7 +146,7 @@ def write_gpt2_tokenizer(path, block_size):
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
                             clean_up_tokenization_spaces=False, model_max_length=block_size).save_pretrained(path)
     with open(os.path.join(path, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump({**vocab, EOT: gpt2_encoding().eot_token}, f, ensure_ascii=False)
+        json.dump({**vocab, EOT: len(ranks)}, f, ensure_ascii=False)
     with open(os.path.join(path, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
 
@@ -209,29 +162,11 @@ def write_char_tokenizer(path, itos, block_size):
                             model_max_length=block_size).save_pretrained(path)
 
 
-def model_card(name, checkpoint, config, meta, source, arch="gpt2", weights=None):
-    """README.md for the folder: what the model is, what it learned from, how long, how well, how to load it.
-    weights: the model's own parameter count, which a fork's model.py may make differ from sizing.py's."""
-    train = checkpoint.get("config") or {}
-    it = checkpoint.get("iter_num", 0)
-    per_iter = [train.get(k) for k in ("gradient_accumulation_steps", "batch_size", "block_size")]
-    tokens = (f"{it:,} iterations x {per_iter[0] * per_iter[1] * per_iter[2]:,} tokens = "
-              f"{it * per_iter[0] * per_iter[1] * per_iter[2]:,} tokens" if all(per_iter) else f"{it:,} iterations")
-    counts = param_counts(config)
-    vocab = (f"characters, {meta['vocab_size']} of them (one token per character)" if meta["tokenizer"] == "char"
-             else "GPT-2's BPE (50257 tokens)")
-    params = f"{counts['total']:,} ({non_embedding_label(config, counts)}), counted by glassgpt's sizing.py"
-    if weights is not None and weights != counts["total"]:
-        params = (f"{weights:,}, counted from the weights (sizing.py's arithmetic, for glassgpt's own model.py, "
-                  f"gives {counts['total']:,})")
-    if arch == "gpt2" and not config.bias:
-        params += ("\n  (trained without biases; the export adds GPT-2 biases that are all zero, which glassgpt "
-                   "reads back as none)")
-    loss = float(checkpoint.get("best_val_loss", "nan"))
-    if math.isfinite(loss):
-        loss = f"{loss:.4f} nats per token (the lowest validation loss the run recorded)"
-    else:  # inf: the run's starting value, so the checkpoint was saved before its first eval
-        loss = "none yet (saved before the run's first eval)" if loss == math.inf else "not recorded"
+def model_card(name, model, meta, arch):
+    """README.md for the folder: what the model is and how to load it."""
+    c = model.config
+    kind = "GPT-2 (`GPT2LMHeadModel`)" if arch == "gpt2" else "Arcee (`ArceeForCausalLM`, Llama-style)"
+    tokens = f"characters ({meta['vocab_size']})" if meta["tokenizer"] == "char" else "GPT-2's BPE"
     return f"""---
 library_name: transformers
 pipeline_tag: text-generation
@@ -240,53 +175,19 @@ tags: [glassgpt, {arch}]
 
 # {name}
 
-A language model trained with {"nanoGPT" if is_nanogpt(checkpoint) else "glassgpt"}, exported by glassgpt from `{source}` as transformers' {
-    "GPT-2 (`GPT2LMHeadModel`)" if arch == "gpt2" else
-    "Arcee (`ArceeForCausalLM`: rotary positions, RMSNorm, an ungated GELU MLP)"}.
-
-- Trained on: dataset `{train.get('dataset', '?')}`{f" ({meta['source']})" if meta.get('source') else ''}
-- Tokens: {vocab}
-- Training: {tokens}
-- Validation loss: {loss}
-- Parameters: {params}
-- Shape: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, a context of {config.block_size} tokens,
-  {'GPT-2 tanh' if config.activation == 'gelu_tanh' else 'exact (erf)'} GELU{'' if config.tie_weights else ', untied head'}
-
-## Use
+A language model trained with glassgpt, exported as transformers' {kind}: {model.get_num_params(False):,}
+parameters, {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide, a context of {c.block_size} tokens; tokens: {tokens}.
 
 ```python
-from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
-model = AutoModelForCausalLM.from_pretrained("path/to/this/folder")
-tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")
-# the prompt and the new tokens together fit the model's context of {config.block_size} tokens
-print(pipeline("text-generation", model="path/to/this/folder")("ROMEO:", max_new_tokens={card_tokens(config)})[0]["generated_text"])
+from transformers import pipeline
+generate = pipeline("text-generation", model="path/to/this/folder")
+print(generate("ROMEO:", max_new_tokens={max(1, min(100, c.block_size - 8))})[0]["generated_text"])
 ```
-
-or with glassgpt, which slides its window along past the context: `python sample.py --init_from=path/to/this/folder`.
-
-## Share
-
-`hf upload <you>/{name} path/to/this/folder` (after `hf auth login`; an older huggingface_hub calls it `huggingface-cli`)
 """
 
 
-def card_tokens(config):
-    """The card's max_new_tokens: 100, or fewer where "ROMEO:" (at most 8 tokens) and they would overflow the
-    context. transformers' GPT-2 fails past its n_positions (its Arcee runs on, with other text than ours)."""
-    return max(1, min(100, config.block_size - 8))
-
-
-def model_name(path):
-    """
-    The name the model card gives the model at path (its title, the hub repo in its upload line): the
-    folder's name, or for the default <out_dir>/hf the run's, out-tiny-gpt2 rather than hf.
-    """
-    path = os.path.abspath(path)
-    return os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "hf" else os.path.basename(path)
-
-
-def export_hf(model, meta, checkpoint, path, source, name):
-    """Write the Hugging Face folder for model at path (which must not exist yet); name heads the model card."""
+def export_hf(model, meta, path, name):
+    """Write the Hugging Face folder for model at path; name heads the model card."""
     config = model.config
     arch = architecture(config)
     inner = model.transformer.h[0].mlp.c_fc.out_features  # 4 x n_embd in model.py; a fork may choose another
@@ -294,137 +195,68 @@ def export_hf(model, meta, checkpoint, path, source, name):
         from transformers import GPT2LMHeadModel
         hf, weights = GPT2LMHeadModel(gpt2_config(config, meta, inner)), gpt2_state_dict(model)
     else:
-        try:
-            from transformers import ArceeForCausalLM
-        except ImportError:
-            raise ConfigError("a rope + rmsnorm model exports as Arcee, which needs transformers >= 4.53") from None
+        from transformers import ArceeForCausalLM
         hf, weights = ArceeForCausalLM(arcee_config(config, meta, inner)), arcee_state_dict(model)
     try:
         missing, unexpected = hf.load_state_dict(weights, strict=False)
     except RuntimeError as e:  # a weight of another shape than the architecture's (a fork's model.py)
-        found = re.search(r"size mismatch for [^\n]*", str(e))
-        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout "
-                          f"({found.group(0).rstrip('.') if found else str(e).splitlines()[0]})") from None
-    # only GPT-2's causal-mask buffers (older transformers) and the tied head may be absent
-    missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias")) and
-               not (k == "lm_head.weight" and config.tie_weights)]
-    if missing or unexpected:
-        parts = [f"{what} {names[:3]}" for what, names in (("missing", missing), ("unexpected", unexpected)) if names]
-        raise ConfigError(f"export: weights do not match {type(hf).__name__}'s layout ({', '.join(parts)})")
+        raise ConfigError(f"weights do not fit {type(hf).__name__}: {str(e).splitlines()[-1].strip()}") from None
+    missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias"))  # older GPT-2's masks
+               and not (k == "lm_head.weight" and config.tie_weights)]
+    if missing or unexpected:  # a weight that found no place would leave transformers computing another model
+        raise ConfigError(f"weights do not fit {type(hf).__name__}: {sorted(missing + unexpected)[:3]}")
     if config.tie_weights:
         hf.tie_weights()
-    hf.save_pretrained(path)  # model.safetensors (a tied head stored once) and config.json
+    hf.save_pretrained(path)  # config.json and model.safetensors (a tied head stored once)
     if meta["tokenizer"] == "gpt2":
         write_gpt2_tokenizer(path, config.block_size)
     else:
         write_char_tokenizer(path, meta["itos"], config.block_size)
-    card = model_card(name, checkpoint, config, meta, source, arch, model.get_num_params(non_embedding=False))
-    with open(os.path.join(path, "README.md"), "w", encoding="utf-8", newline="") as f:  # as hashed, byte for byte
-        f.write(card)
-    # for glassgpt's sample.py --init_from=<folder>; and the card's hash, so a re-export can tell it was edited
-    write_meta(path, {**{k: v for k, v in meta.items() if k != "dtype"}, "card_sha256": sha256(card)})
-
-
-def sha256(text):
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def edited_card(path):
-    """Whether the folder's README.md differs from the model card export.py wrote there (known from the hash
-    in its meta.json; an export older than that hash is taken as unedited)."""
-    card = os.path.join(path, "README.md")
-    try:
-        with open(os.path.join(path, "meta.json")) as f:
-            wrote = json.load(f).get("card_sha256")
-        with open(card, encoding="utf-8", newline="") as f:
-            return bool(wrote) and sha256(f.read()) != wrote
-    except (OSError, ValueError, AttributeError):  # no card, an unreadable meta.json: nothing to keep
-        return False
-
-
-def empty_folder(path):
-    try:
-        return os.path.isdir(path) and not os.listdir(path)
-    except OSError:  # unreadable: not known to be empty
-        return False
-
-
-def check_replaceable(path, out_dir, overwrite):
-    """
-    --overwrite replaces only what export.py wrote: never a training run, the run being exported, or a folder
-    of the user's own, which rmtree would take with it. (An empty folder is not checked: main writes into it.)
-    """
-    inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(out_dir)]) == os.path.abspath(path)
-    same = os.path.abspath(path) == os.path.abspath(out_dir)
-    held = (("a training run (the one being exported)" if same else f"the training run being exported, in {out_dir}")
-            if inside else held_work(path, ("a training run",)))
-    why = None  # why --overwrite would be refused
-    if held:
-        why = f"{path} holds {held}: --overwrite replaces only a folder export.py wrote; choose another --folder"
-    elif not is_export(path):  # a file, or a folder export.py did not write
-        why = f"{path} is not a folder export.py wrote: --overwrite replaces only those; choose another --folder"
-    if not overwrite:  # --overwrite is offered only where it would be taken
-        raise ConfigError(f"{path} exists: choose another --folder" +
-                          ("" if why else ", or --overwrite=true to replace it"))
-    if why:
-        raise ConfigError(why)
-    if edited_card(path):  # the file people edit before uploading: kept, as a file of their own is
-        raise ConfigError(f"{path}/README.md was edited since export.py wrote it: --overwrite would replace it "
-                          "with a new model card; move it away first (the new card can then take your edits)")
+    with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as f:
+        f.write(model_card(name, model, meta, arch))
+    write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's --init_from=<folder>
+    return arch
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv, reads_run=True)
+    cfg = configure(DEFAULTS, argv)
     if cfg["to"] != "hf":
-        raise ConfigError(f"to must be hf (a Hugging Face transformers folder), got {cfg['to']!r}")
-    path = cfg["folder"] or os.path.join(cfg["out_dir"], "hf")
-    if os.path.exists(path) and not empty_folder(path):  # an empty one, made for it, takes the export as it is
-        check_replaceable(path, cfg["out_dir"], cfg["overwrite"])
-    why = unwritable(os.path.dirname(os.path.abspath(path)))  # the new folder is made beside it, then renamed
-    if why:
-        raise ConfigError(f"cannot write {path}: {why}; choose another --folder")
-    checkpoint, source, model, meta, _ = load_run(cfg["out_dir"], cfg["ckpt"], cfg["meta"])
-    fewer = too_few_characters(meta, model.config.vocab_size)
-    if fewer:  # the folder's tokenizer would decode the model's other ids to nothing: said, as sample.py says it
-        print(f"warning: {fewer}: the folder's tokenizer cannot decode the rest (is this model's meta.json "
-              "another?)", file=sys.stderr)
-    try:
-        arch = architecture(model.config)
-    except ConfigError as e:
-        raise ConfigError(f"cannot export {source}: {e}") from None
-    # transformers writes model.safetensors with safetensors, the tokenizer with tokenizers: name all missing
-    missing = [name for name in ("transformers", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]
+        raise ConfigError(f"to must be hf, got {cfg['to']!r}")
+    path = os.path.normpath(cfg["folder"] or os.path.join(cfg["out_dir"], "hf"))
+    if os.path.exists(path) and not (os.path.isdir(path) and not os.listdir(path)):  # an empty folder takes it
+        if not cfg["overwrite"]:
+            raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
+        if not is_export(path):  # never rmtree a training run or a user's own folder
+            raise ConfigError(f"{path} is not a folder export.py wrote: --overwrite replaces only those")
+    missing = [m for m in ("transformers", "tokenizers", "safetensors") if importlib.util.find_spec(m) is None]
     if missing:
-        raise ConfigError(f"export needs transformers, tokenizers and safetensors ({', '.join(missing)} "
-                          f"{'is' if len(missing) == 1 else 'are'} missing): pip install transformers "
-                          "(it brings the others)")
-    quiet_transformers()  # its shard bars and notices are noise: our line says what was written
-    tmp = f"{os.path.normpath(path)}.tmp.{os.getpid()}"
-    old = f"{os.path.normpath(path)}.old.{os.getpid()}"  # the export it replaces, whole, until the new one is in
-    with writing(path):  # a read-only or full disk: one line, and the temporary folder goes
-        try:
-            export_hf(model.eval(), meta, checkpoint, tmp, source, model_name(path))
-            umask = os.umask(0)  # read it: os has no other way
-            os.umask(umask)
-            for name in os.listdir(tmp):  # safetensors writes a private temp file (0600) and renames it: give
-                os.chmod(os.path.join(tmp, name), 0o666 & ~umask)  # every file the mode open() would have
-            if os.path.exists(path):  # the old folder goes only now that the new one is complete
-                added = sorted(set(os.listdir(path)) - set(os.listdir(tmp)))  # files of the user's, put in since
-                if added:
-                    raise ConfigError(f"{path} holds {', '.join(added[:3])}{' and more' if len(added) > 3 else ''}, "
-                                      "which export.py did not write: --overwrite would delete it; move it away first")
-            with uninterrupted():  # renames, then the old one's files unlinked: a Ctrl-C waits for them
-                if os.path.exists(path):
-                    os.replace(path, old)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if os.path.isdir(old) and not os.path.exists(path):  # failed between the two renames: put it back
-                os.replace(old, path)
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"wrote {path}: {source} as a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee (Llama-style)'} "
-          f"model ({meta['tokenizer']} tokenizer); "
-          f"load it with AutoModelForCausalLM.from_pretrained({path!r})")
+        raise ConfigError(f"export needs {', '.join(missing)}: pip install transformers")
+    model, meta, loaded = load_model("resume", cfg["out_dir"], cfg["ckpt"], cfg["meta"])
+    architecture(model.config)  # before any file is written
+    quiet_transformers()  # its bars and notices are noise: our line says what was written
+    full = os.path.abspath(path)  # the card names the model after its folder, or <out_dir>/hf after the run
+    name = os.path.basename(os.path.dirname(full) if os.path.basename(full) == "hf" else full)
+    tmp, old = f"{path}.tmp.{os.getpid()}", f"{path}.old.{os.getpid()}"
+    try:  # written beside it, then swapped in whole: a failure leaves the earlier export as it was
+        arch = export_hf(model.eval(), meta, tmp, name)
+        umask = os.umask(0)
+        os.umask(umask)
+        for f in os.listdir(tmp):  # transformers writes model.safetensors private (0600): the mode open() gives
+            os.chmod(os.path.join(tmp, f), 0o666 & ~umask)
+        if os.path.exists(path):
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+    except ImportError as e:  # a transformers older than 4.53 has no Arcee
+        raise ConfigError(f"{e}: pip install -U transformers") from None
+    finally:
+        if os.path.isdir(old) and not os.path.exists(path):  # failed between the two renames: put it back
+            os.replace(old, path)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    print(f"wrote {path}, a Hugging Face {'GPT-2' if arch == 'gpt2' else 'Arcee'} model with the "
+          f"{meta['tokenizer']} tokenizer; {loaded}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ model's tokens, and hovering a token highlights exactly that token's attention r
 with the token and with the head chosen.
 """
 
+import base64
 import json
 import os
 import select
@@ -149,6 +150,16 @@ def test_page_in_headless_chromium(tmp_path):
         assert js(browser, session, WEIGHTS) == expected_row(att, 1, 1, 40)
         info = js(browser, session, "document.getElementById('info').innerText")
         assert "token 40" in info and "layer 1 head 1" in info and "block 1" in info  # the logit lens rows
+        # a click on a row of the heads' table shows that head: layer 0 head 1's row of token 40
+        js(browser, session, "document.querySelector('#stats tr[data-l=\"0\"][data-h=\"1\"]').click()")
+        assert js(browser, session, "document.getElementById('head').value") == "1"
+        hover(browser, session, 39)
+        hover(browser, session, 40)
+        assert js(browser, session, WEIGHTS) == expected_row(att, 0, 1, 40)
+        losses = js(browser, session, "[...document.querySelectorAll('#lensloss td:last-child')].map(t => +t.textContent)")
+        assert losses == [round(x, 4) for x in r["lens_loss"].tolist()]
+        shot = base64.b64decode(browser.send("Page.captureScreenshot", session, format="png")["data"])
+        assert shot.startswith(b"\x89PNG") and len(shot) > 10000  # a page drawn, not a blank one
 
         errors = [e for e in browser.events if e.get("method") == "Runtime.exceptionThrown"
                   or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
