@@ -1,312 +1,170 @@
-"""
-Text <-> token ids, and the files a dataset is made of. Every data/*/prepare.py writes through here,
-and sample.py reads through here, so the format has one home:
-
-    data/<name>/train.bin, val.bin   token ids back to back, uint16 (or uint32 for vocabularies > 65536)
-    data/<name>/meta.json            {"tokenizer": "char" | "gpt2", "vocab_size": 65, "dtype": "uint16",
-                                      "itos": ["\\n", " ", "!", ...] (char only), "source": "where the text came from"}
-
-"char" maps each distinct character of the text to an id (sorted, as nanoGPT's shakespeare_char);
-"gpt2" is OpenAI's GPT-2 BPE from tiktoken (50257 tokens, <|endoftext|> = 50256).
-nanoGPT's meta.pkl (a pickle of {"vocab_size", "itos", "stoi"}) is read too, as plain data only.
-"""
+"""Text <-> token ids, and a dataset's files: train.bin and val.bin (token ids back to back, uint16, or uint32
+past 65536 tokens) and meta.json ({"tokenizer": "char" | "gpt2", "vocab_size", "dtype", "itos": the characters
+(char only), "source"}). "char" is one id per distinct character, sorted (nanoGPT's shakespeare_char); "gpt2"
+is GPT-2's BPE from tiktoken. nanoGPT's meta.pkl is read as plain data only: no pickle can run code here."""
 
 import codecs
-import contextlib
 import functools
-import io
 import json
 import os
 import pickle
 
 import numpy as np
 
-from configurator import (ConfigError, code_in, held_work, library_help, new_parents, remove_empty, replacing,
-                          uninterrupted, unwritable)
+from configurator import ConfigError
 
-if __name__ == "__main__":  # imported, not run: say what this module is and which commands use it
-    library_help(__file__)
-TOKENIZERS = ("char", "gpt2")
 EOT = "<|endoftext|>"
 
 
 @functools.lru_cache(maxsize=None)
-def gpt2_encoding():
-    """tiktoken's GPT-2 BPE. tiktoken downloads its merges file once and caches it (TIKTOKEN_CACHE_DIR)."""
+def gpt2_encoding():  # tiktoken's GPT-2 BPE: downloaded once and cached (or read from TIKTOKEN_CACHE_DIR)
     import tiktoken
     try:
         return tiktoken.get_encoding("gpt2")
-    except Exception as e:
-        why = str(e) if len(str(e)) <= 160 else str(e)[:160].rsplit(" ", 1)[0] + " ..."  # not cut mid-word
-        raise ConfigError(f"cannot load tiktoken's gpt2 encoding ({type(e).__name__}: {why}); "
-                          "it is downloaded once, or read from a folder named by TIKTOKEN_CACHE_DIR") from None
+    except Exception as e:  # offline: tiktoken downloads it once
+        raise ConfigError(f"cannot load tiktoken's gpt2 encoding (set TIKTOKEN_CACHE_DIR?): {str(e)[:160]}") from None
 
 
-def bin_dtype(vocab_size):
-    """The smallest unsigned type that holds every id below vocab_size: 2 bytes per token for GPT-2."""
+def bin_dtype(vocab_size):  # the smallest unsigned type that holds every id: 2 bytes a token for GPT-2
     return "uint16" if vocab_size <= 2 ** 16 else "uint32"
 
 
 def char_meta(text):
-    """A character-level vocabulary: the sorted distinct characters of text."""
     chars = sorted(set(text))
-    return {"tokenizer": "char", "vocab_size": len(chars), "itos": chars}
+    return {"tokenizer": "char", "vocab_size": len(chars), "itos": chars, "dtype": bin_dtype(len(chars))}
 
 
 def gpt2_meta():
-    return {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab}
+    return {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab, "dtype": "uint16"}
 
 
-def load_tokenizer(meta):
-    """(encode, decode) for a meta dict: encode(str) -> list of ids, decode(ids) -> str."""
-    if meta["tokenizer"] == "char":
-        itos = meta["itos"]
-        stoi = {ch: i for i, ch in enumerate(itos)}
+def load_tokenizer(meta):  # (encode, decode): str -> ids, ids -> str
+    if meta["tokenizer"] == "gpt2":
+        enc = gpt2_encoding()  # <|endoftext|> in a text is GPT-2's document separator: allowed
+        return (lambda s: enc.encode(s, allowed_special={EOT})), (lambda ids: enc.decode(list(ids)))
+    itos, stoi = meta["itos"], {ch: i for i, ch in enumerate(meta["itos"])}
 
-        def encode(s):
-            try:
-                return [stoi[ch] for ch in s]
-            except KeyError as e:
-                raise ConfigError(f"character {e.args[0]!r} is not in this char-level vocabulary "
-                                  f"of {len(itos)} characters") from None
-
-        def decode(ids):
-            return "".join(itos[i] for i in ids)
-
-        return encode, decode
-    enc = gpt2_encoding()
-    # <|endoftext|> in the text is the document separator GPT-2 was trained with, so it may appear
-    return (lambda s: enc.encode(s, allowed_special={EOT})), (lambda ids: enc.decode(list(ids)))
+    def encode(s):
+        try:
+            return [stoi[ch] for ch in s]
+        except KeyError as e:
+            raise ConfigError(f"character {e.args[0]!r} is not in this char-level vocabulary of {len(itos)}") from None
+    return encode, lambda ids: "".join(itos[i] for i in ids)
 
 
 def stream_decode(meta, ids):
-    """
-    Yield the text of each id in ids as it arrives. A GPT-2 token is bytes, and one character can be
-    split across tokens (an emoji, a Chinese character), so bytes wait in an incremental UTF-8
-    decoder until they form whole characters. An id the vocabulary lacks (a padded model vocab) is U+FFFD.
-    """
+    """Yield each id's text as it comes (U+FFFD past the vocabulary): a character split across GPT-2 tokens waits."""
     if meta["tokenizer"] == "char":
-        itos = meta["itos"]
-        for i in ids:
-            yield itos[i] if i < len(itos) else "\ufffd"
-        return
-    enc = gpt2_encoding()
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return (yield from (meta["itos"][i] if i < meta["vocab_size"] else "\ufffd" for i in ids))
+    enc, utf8 = gpt2_encoding(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     for i in ids:
         yield utf8.decode(enc.decode_single_token_bytes(i) if i < enc.n_vocab else "\ufffd".encode())
     yield utf8.decode(b"", final=True)
 
 
-def write_meta(out_dir, meta):
-    """out_dir/meta.json, whole or not at all (written beside it, then renamed over it)."""
-    os.makedirs(out_dir, exist_ok=True)
-    with replacing(os.path.join(out_dir, "meta.json")) as tmp, open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
-
-
-def check_dataset_folder(out_dir):
-    """A prepare script writes train.bin, val.bin and meta.json into out_dir, over a dataset a prepare wrote
-    before and nothing else: not into a training run's folder or a Hugging Face model's, where meta.json is
-    the only record of the model's tokenizer, nor over a meta.json or bins of some other kind. Raises ConfigError."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it is a file, not a folder; choose another --out_dir")
-    why = unwritable(out_dir)  # read-only, /proc, a file on its path: said before the text is read and reported
-    if why:
-        raise ConfigError(f"cannot prepare a dataset in {out_dir}: {why}; choose another --out_dir")
-    held = held_work(out_dir, ("a training run", "a Hugging Face model"))
-    if held:
-        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {held}, whose meta.json would be "
-                          "replaced; choose another --out_dir")
-    code = code_in(out_dir, besides=("prepare.py",))  # a dataset's own folder holds its prepare.py, and only that
-    if code:  # the checkout, config/, data/: the bins would land among the code (and in git add -A)
-        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds {code}; a dataset goes in a folder "
-                          "of its own, such as data/<name>; choose another --out_dir")
-    if os.path.exists(os.path.join(out_dir, "meta.json")):
-        try:
-            read_meta(out_dir)
-        except ConfigError:
-            raise ConfigError(f"cannot prepare a dataset in {out_dir}: its meta.json is not a dataset's, and would "
-                              "be replaced; remove it or choose another --out_dir") from None
-    elif held_work(out_dir, ("a dataset",)):  # a prepare writes meta.json with its bins, last
-        raise ConfigError(f"cannot prepare a dataset in {out_dir}: it holds train.bin or val.bin with no meta.json, "
-                          "not a dataset a prepare script wrote; remove them or choose another --out_dir")
-
-
-@contextlib.contextmanager
-def dataset_files(out_dir, meta):
-    """
-    Yields split -> the temporary path to write that split's bin at (beside its place). When the block ends,
-    the bins are renamed into place together and meta.json, which marks a finished dataset, comes last; on
-    an error or a Ctrl-C the temporaries go, and a dataset there before stays whole (a training reading it
-    keeps the files it mapped), never bins of two texts under one meta.json.
-    """
-    check_dataset_folder(out_dir)
-    made = ([] if os.path.exists(out_dir) else [out_dir]) + new_parents(out_dir)  # innermost first
-    os.makedirs(out_dir, exist_ok=True)
-    tmps = {}
-
-    def path(split):
-        tmps[split] = os.path.join(out_dir, f"{split}.bin.tmp.{os.getpid()}")
-        return tmps[split]
+def replace_file(path, write):
+    """write(f) into a file beside path, fsynced, then renamed over it: a crash leaves the old file or the new one."""
+    tmp = f"{path}.tmp.{os.getpid()}"
     try:
-        yield path
-        with uninterrupted():  # a Ctrl-C waits for these few renames: both datasets never mix
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(out_dir, "meta.json"))
-            for split, tmp in tmps.items():
-                os.replace(tmp, os.path.join(out_dir, f"{split}.bin"))  # a symlink there: replaced, not written through
-            write_meta(out_dir, meta)
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX and Windows
     finally:
-        for tmp in tmps.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-        remove_empty(made)  # the folders this prepare made go again if it stopped before filling them
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
-def write_dataset(out_dir, train_ids, val_ids, meta):
-    """Write train.bin, val.bin and (last, so it marks a finished dataset) meta.json. Returns the meta written."""
-    meta = dict(meta, dtype=bin_dtype(meta["vocab_size"]))
-    with dataset_files(out_dir, meta) as path:
-        for split, ids in (("train", train_ids), ("val", val_ids)):
-            np.asarray(ids, dtype=meta["dtype"]).tofile(path(split))
-    return meta
+def write_meta(folder, meta):
+    os.makedirs(folder, exist_ok=True)
+    replace_file(os.path.join(folder, "meta.json"), lambda f: f.write((json.dumps(meta, indent=1) + "\n").encode()))
 
 
-def read_meta(folder):
-    """The meta.json in folder (or the .json file folder names), checked; a missing or malformed file is a one-line ConfigError."""
-    path = os.fspath(folder)
-    path = path if path.endswith(".json") else os.path.join(path, "meta.json")
-    if not os.path.isfile(path):
-        raise ConfigError(f"no meta.json in {folder}")
+def read_meta(folder_or_json):
+    """The meta.json in a folder (or the .json file named), checked; else a one-line ConfigError."""
+    path = folder_or_json if str(folder_or_json).endswith(".json") else os.path.join(folder_or_json, "meta.json")
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
-    if not isinstance(meta, dict) or meta.get("tokenizer") not in TOKENIZERS:
-        raise ConfigError(f"{path}: 'tokenizer' must be one of {', '.join(TOKENIZERS)}")
-    if not isinstance(meta.get("vocab_size"), int) or meta["vocab_size"] < 1:
-        raise ConfigError(f"{path}: 'vocab_size' must be a positive integer")
-    if meta["tokenizer"] == "char" and (not isinstance(meta.get("itos"), list) or len(meta["itos"]) != meta["vocab_size"]):
-        raise ConfigError(f"{path}: a char tokenizer needs 'itos', a list of vocab_size characters")
-    meta.setdefault("dtype", bin_dtype(meta["vocab_size"]))
-    if meta["dtype"] not in ("uint16", "uint32"):
-        raise ConfigError(f"{path}: 'dtype' must be uint16 or uint32")
+        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    ok = isinstance(meta, dict) and meta.get("tokenizer") in ("char", "gpt2") and type(meta.get("vocab_size")) is int
+    if ok and meta["tokenizer"] == "char":
+        ok = isinstance(meta.get("itos"), list) and len(meta["itos"]) == meta["vocab_size"]
+    if not ok or meta.setdefault("dtype", bin_dtype(meta["vocab_size"])) not in ("uint16", "uint32"):
+        raise ConfigError(f"{path} is not a dataset's meta.json (tokenizer char or gpt2, vocab_size, itos, dtype)")
     return meta
 
 
-def not_utf8(path, error):
-    """The one-line error for a text file that does not decode as UTF-8; one in UTF-16 or UTF-32 (Windows'
-    Notepad saves "Unicode" so) is named by its byte-order mark, the one thing to change."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    marks = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
-             (codecs.BOM_UTF16_BE, "UTF-16"))
-    found = next((name for mark, name in marks if head.startswith(mark)), None)
-    why = (f"it is {found}, by the byte-order mark it starts with: save it as UTF-8" if found else
-           f"{error.reason} at byte {error.start}")
-    return ConfigError(f"{path} is not UTF-8 text ({why})")
-
-
-def check_prepare(tokenizer, val_fraction):
-    """prepare_text's settings, checked: a prepare script checks them before it reads any text, too."""
-    if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
-    if not 0.0 < val_fraction < 1.0:
-        raise ConfigError(f"val_fraction must be between 0 and 1, got {val_fraction}")
-
-
-def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
-    """
-    Tokenize text and write a dataset: the first 1 - val_fraction of the characters train, the rest
-    validate (split before encoding, as nanoGPT, so both tokenizers see the same text in each split).
-    """
-    check_prepare(tokenizer, val_fraction)
-    if "\0" in text:  # valid UTF-8, but no text holds NUL: an image of zeros, a binary format
-        raise ConfigError(f"the text holds NUL characters (the first at character {text.index(chr(0)):,}): "
-                          "a binary file, not text")
-    n = int(len(text) * (1 - val_fraction))
-    if n == 0 or n == len(text):
-        raise ConfigError(f"{len(text)} characters are too few to split into train and val")
-    meta = char_meta(text) if tokenizer == "char" else gpt2_meta()
-    if meta["vocab_size"] < 2:  # char's: the distinct characters, counted once
-        raise ConfigError(f"the text is one character ({text[:1]!r}) repeated: a model of it has nothing to learn")
-    if source:
-        meta["source"] = source
-    encode, _ = load_tokenizer(meta)
-    train_ids, val_ids = encode(text[:n]), encode(text[n:])
-    meta = write_dataset(out_dir, train_ids, val_ids, meta)
-    print(f"{tokenizer} tokens: vocab {meta['vocab_size']:,}, train {len(train_ids):,}, val {len(val_ids):,} "
-          f"({meta['dtype']}) -> {out_dir}")
-    return meta
-
-
-class PlainDataUnpickler(pickle.Unpickler):
-    """
-    An unpickler that builds only what pickle builds by itself (dicts, lists, tuples, strings, numbers,
-    booleans, None). Anything that names a class or function, the way a pickle runs code, is refused
-    before it is imported or called.
-    """
-
+class PlainDataUnpickler(pickle.Unpickler):  # dicts, lists, strings, numbers: naming code is refused
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
-    def persistent_load(self, pid):
-        raise pickle.UnpicklingError("it holds a persistent reference")
-
 
 def read_nanogpt_meta(path):
-    """nanoGPT's meta.pkl (vocab_size, itos {id: char}, stoi {char: id}) as a char meta dict; one-line errors."""
+    """nanoGPT's meta.pkl ({vocab_size, itos {id: char}, stoi}) as a char meta dict; else a ConfigError."""
     try:
         with open(path, "rb") as f:
-            data = PlainDataUnpickler(io.BytesIO(f.read())).load()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    except Exception as e:  # refused, truncated, not a pickle
-        raise ConfigError(f"refused {path}: not plain data ({type(e).__name__}: {str(e)[:120]}); "
-                          "only dicts, lists, strings and numbers are read from a pickle") from None
+            data = PlainDataUnpickler(f).load()
+    except Exception as e:  # refused, truncated, not a pickle, unreadable
+        raise ConfigError(f"refused {path}: not plain data ({str(e)[:120] or type(e).__name__})") from None
     itos = data.get("itos") if isinstance(data, dict) else None
-    if isinstance(itos, dict):  # nanoGPT's {0: "\n", 1: " ", ...}
-        itos = [itos.get(i) for i in range(len(itos))]
-    n = data.get("vocab_size") if isinstance(data, dict) else None
-    if not isinstance(itos, list) or n != len(itos) or not all(isinstance(c, str) and len(c) == 1 for c in itos):
+    itos = [itos.get(i) for i in range(len(itos))] if isinstance(itos, dict) else itos
+    if not isinstance(itos, list) or data.get("vocab_size") != len(itos) or \
+            not all(isinstance(c, str) and len(c) == 1 for c in itos):
         raise ConfigError(f"{path} is not nanoGPT's char vocabulary (vocab_size and itos, one character per id)")
-    stoi = data.get("stoi")
-    if stoi is not None and stoi != {c: i for i, c in enumerate(itos)}:
-        raise ConfigError(f"{path}: its stoi and itos disagree")
-    return {"tokenizer": "char", "vocab_size": n, "itos": itos, "dtype": bin_dtype(n), "source": path}
+    return {"tokenizer": "char", "vocab_size": len(itos), "itos": itos, "dtype": bin_dtype(len(itos))}
 
 
-def find_meta(folder):
-    """(meta, path) from folder's meta.json, else its meta.pkl (nanoGPT's); None if it has neither."""
-    for name, read in (("meta.json", read_meta), ("meta.pkl", read_nanogpt_meta)):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            return read(path), path
+def find_meta(path):
+    """(meta, its file) from a folder's meta.json, else its meta.pkl (nanoGPT's), or from the file named; or None."""
+    files = [path] if os.path.isfile(path) else [os.path.join(path, n) for n in ("meta.json", "meta.pkl")]
+    for file in (os.fspath(f) for f in files if os.path.isfile(f) and os.fspath(f).endswith((".json", ".pkl"))):
+        return (read_meta if file.endswith(".json") else read_nanogpt_meta)(file), file
     return None
 
 
-def same_tokenizer(a, b):
-    """Whether two meta dicts' ids mean the same characters or tokens."""
+def same_tokenizer(a, b):  # whether two meta dicts' ids mean the same characters or tokens
     return all(a.get(k) == b.get(k) for k in ("tokenizer", "vocab_size", "itos"))
 
 
-def tokenizer_label(meta, other=None):
-    """meta's tokenizer in a few words, "char, vocab 65"; told apart from other's, if given, where the two differ
-    only in which character each id means."""
-    alike = other is not None and all(meta.get(k) == other.get(k) for k in ("tokenizer", "vocab_size")) \
-        and meta.get("itos") != other.get("itos")
-    return f"{meta['tokenizer']}, vocab {meta['vocab_size']}" + (", other characters" if alike else "")
-
-
 def read_bin(path, meta):
-    """A split a prepare script wrote (train.bin, val.bin), memory-mapped in its meta's dtype; one-line errors."""
-    if not os.path.isfile(path):
-        raise ConfigError(f"no {os.path.basename(path)} in {os.path.dirname(path) or '.'}")
-    size, itemsize = os.path.getsize(path), np.dtype(meta["dtype"]).itemsize
-    if size % itemsize:
-        raise ConfigError(f"{path} is {size} bytes, not a whole number of {meta['dtype']} tokens")
-    if size == 0:  # np.memmap cannot map an empty file
-        return np.zeros(0, dtype=meta["dtype"])
-    return np.memmap(path, dtype=meta["dtype"], mode="r")
+    """A split (train.bin, val.bin), memory-mapped in its meta's dtype; a missing or ragged file is a ConfigError."""
+    size = os.path.getsize(path) if os.path.isfile(path) else -1
+    if size < 0 or size % np.dtype(meta["dtype"]).itemsize:
+        raise ConfigError(f"{path} is missing, or not a whole number of {meta['dtype']} tokens")
+    return np.memmap(path, dtype=meta["dtype"], mode="r") if size else np.zeros(0, dtype=meta["dtype"])
+
+
+def read_text(path):
+    """A UTF-8 text file (a byte-order mark dropped, CR LF read as LF); else a one-line ConfigError."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
+
+
+def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
+    """Tokenize text into a dataset in out_dir: the first 1 - val_fraction of the characters train, the rest
+    validate (split before encoding, as nanoGPT). Each bin is renamed into place, meta.json last."""
+    if tokenizer not in ("char", "gpt2") or not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"tokenizer must be char or gpt2, val_fraction in (0, 1); got {tokenizer!r}, {val_fraction}")
+    n = int(len(text) * (1 - val_fraction))
+    if "\0" in text or len(set(text)) < 2 or n in (0, len(text)):
+        raise ConfigError("the text is too short, one character repeated, or binary (it holds NUL)")
+    meta = dict(char_meta(text) if tokenizer == "char" else gpt2_meta(), **({"source": source} if source else {}))
+    encode, _ = load_tokenizer(meta)
+    splits = {"train": encode(text[:n]), "val": encode(text[n:])}
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        if os.path.exists(os.path.join(out_dir, "meta.json")):  # never an old meta.json over the new bins
+            os.remove(os.path.join(out_dir, "meta.json"))
+        for split, ids in splits.items():
+            replace_file(os.path.join(out_dir, f"{split}.bin"), np.asarray(ids, dtype=meta["dtype"]).tofile)
+        write_meta(out_dir, meta)
+    except OSError as e:  # read-only, a file in the way, a full disk
+        raise ConfigError(f"cannot write a dataset to {out_dir}: {e.strerror or e}") from None
+    print(f"{out_dir}: vocab {meta['vocab_size']:,}, train {len(splits['train']):,} tokens, val {len(splits['val']):,}")
+    return meta
