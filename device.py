@@ -4,6 +4,7 @@ fastest dtype that device does well. train.py, sample.py, lens.py and bench.py a
 """
 
 import contextlib
+import os
 
 import torch
 
@@ -41,6 +42,22 @@ def resolve_device(device="auto", dtype="auto"):
         raise ConfigError("dtype=float16 on a CPU is many times slower than float32: use --dtype=float32 "
                           "(or bfloat16 on a CPU that has it natively)")
     return device, kind, dtype
+
+
+def check_fits(need, device_type, processes=1):
+    """Refuse, before anything is allocated, a run that needs more bytes than the device has (a GPU's total memory,
+    or what Linux has available now, which the processes on one machine share)."""
+    have = None
+    if device_type == "cuda":
+        have = torch.cuda.mem_get_info()[1]
+    elif device_type == "cpu" and os.path.isfile("/proc/meminfo"):
+        with open("/proc/meminfo") as f:
+            have = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
+        need *= processes
+    if have is not None and need > have:
+        raise ConfigError(f"this run needs at least {need / 2**30:.1f} GiB (weights, gradients, optimizer state and a "
+                          f"micro-batch; sizing.py) but {device_type} has {have / 2**30:.1f} GiB: a smaller model, "
+                          "batch_size or block_size")
 
 
 def autocast(device_type, dtype):

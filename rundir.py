@@ -1,0 +1,129 @@
+"""
+The run folder's life cycle: what train.py writes into out_dir, and how an earlier run there is kept.
+
+    out_dir/ckpt.pt, best.pt    checkpoints (checkpoint.py writes them atomically)
+    out_dir/log.jsonl           one JSON record per logged iteration and per eval
+    out_dir/meta.json           the dataset's tokenizer, so sample.py can decode
+    out_dir/loss.png            the loss curves (with matplotlib)
+    out_dir/previous/<when>/    earlier runs: a new run moves them here, never over them
+
+Nothing is written until the run has trained its first iteration: a run stopped before then leaves
+out_dir as it found it.
+"""
+
+import json
+import math
+import os
+import time
+
+from configurator import ConfigError
+from tokenizer import write_meta
+
+RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")
+
+
+def check_writable(out_dir):
+    """A one-line ConfigError now, before training, where out_dir cannot take files."""
+    there = os.path.abspath(out_dir)
+    while not os.path.exists(there):
+        there = os.path.dirname(there)
+    if not os.path.isdir(there) or not os.access(there, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to out_dir={out_dir}: {there} is not a writable folder")
+
+
+def move_aside(out_dir):
+    """Move an earlier run's files (and export.py's folders in it) to out_dir/previous/<when>-iter<N>/; return
+    that folder, or None if out_dir held no run. A rename each: cheap at any size, and nothing is overwritten."""
+    path = lambda name: os.path.join(out_dir, name)  # noqa: E731
+    files = [n for n in RUN_FILES if os.path.isfile(path(n))]
+    if not {"ckpt.pt", "best.pt", "log.jsonl"} & set(files):
+        return None
+    exports = [n for n in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, n, "config.json"))]
+    iters = [r["iter"] for r in read_log(path("log.jsonl"))]
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
+    dest = os.path.join(out_dir, "previous", stamp + (f"-iter{max(iters)}" if iters else ""))
+    while os.path.exists(dest):
+        dest += "+"
+    os.makedirs(dest)
+    for name in files + exports:
+        os.replace(path(name), os.path.join(dest, name))
+    return dest
+
+
+class RunLog:
+    """log.jsonl, opened at the run's first complete iteration (records before that wait in memory): only then
+    is an earlier run moved aside (unless this run continues it) and meta.json written."""
+
+    def __init__(self, out_dir, keep, meta):
+        self.out_dir, self.keep, self.meta = out_dir, keep, meta
+        self.file, self.pending = None, []
+
+    def open(self):
+        """Returns the folder an earlier run was moved to, or None."""
+        os.makedirs(self.out_dir, exist_ok=True)
+        moved = None if self.keep else move_aside(self.out_dir)
+        write_meta(self.out_dir, self.meta)
+        self.file = open(os.path.join(self.out_dir, "log.jsonl"), "a" if self.keep else "w")
+        for record in self.pending:
+            self.write(record)
+        return moved
+
+    def write(self, record):
+        if self.file is None:
+            self.pending.append(record)
+            return
+        # strict JSON: a diverged value (nan, inf) is written as null
+        record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+
+
+def read_log(path):
+    """The records of a log.jsonl (a missing file, or a torn last line, is passed over)."""
+    records = []
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("iter"), int):
+                    records.append(record)
+    return records
+
+
+def plot_losses(records, path, title=""):
+    """loss.png: the batch loss and the eval losses against the iteration (the y-axis from the second eval on,
+    where the curves that matter are), and below them the gradient norm. False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    steps = [r for r in records if r.get("loss") is not None]
+    evals = [r for r in records if r.get("val_loss") is not None and r.get("train_loss") is not None]
+    norms = [r for r in steps if r.get("grad_norm") is not None]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
+    for key, label in (("train_loss", "train (eval)"), ("val_loss", "val (eval)")):
+        ax.plot([r["iter"] for r in evals], [r[key] for r in evals], "o-", ms=3, label=label)
+    if len(evals) >= 2:  # the first eval (~4 nats for characters) would squeeze the rest into a sliver
+        later = [r[k] for r in evals[1:] for k in ("train_loss", "val_loss")]
+        later += [r["loss"] for r in steps if r["iter"] >= evals[1]["iter"]]
+        pad = 0.05 * (max(later) - min(later)) or 0.05
+        ax.set_ylim(min(later) - pad, max(later) + pad)
+    ax.set(title=title, ylabel="cross-entropy (nats per token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax2.plot([r["iter"] for r in norms], [r["grad_norm"] for r in norms], lw=1)
+    ax2.set(yscale="log" if norms else "linear", ylabel="gradient norm\n(before clipping)", xlabel="iteration")
+    ax2.grid(alpha=0.3)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return True
