@@ -11,6 +11,7 @@ tiny character-level models with train.py (matplotlib, if installed, draws isofl
 
 import json
 import math
+from contextlib import closing
 import os
 import subprocess
 import sys
@@ -203,13 +204,9 @@ def train_args(run, out_dir, dataset, data_dir):
 
 def final_eval(run_dir, iters):
     """(val_loss, seconds) of the evaluation at iteration iters in run_dir/log.jsonl; None if it has none."""
-    try:
-        with open(os.path.join(run_dir, "log.jsonl")) as f:
-            records = [json.loads(line) for line in f if line.strip()]
-    except (OSError, ValueError):  # no log, or a torn one
-        return None
-    return next(((float(r["val_loss"]), float(r.get("elapsed", 0))) for r in reversed(records)
-                 if r.get("val_loss") is not None and r.get("iter") == iters), None)
+    from rundir import read_log
+    evals = [r for r in read_log(os.path.join(run_dir, "log.jsonl")) if r["iter"] == iters and "val_loss" in r]
+    return (float(evals[-1]["val_loss"]), float(evals[-1].get("elapsed", 0))) if evals else None
 
 
 def analyse(runs):
@@ -337,13 +334,14 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
             cmd = [sys.executable, os.path.join(REPO, "train.py"), *train_args(r, r["run_dir"], dataset, data_dir)]
             todo.append((r, cmd + [f"--num_threads={threads}"]))
     todo.sort(key=lambda t: -t[0]["flops"] / t[0]["N"] ** 0.5)  # longest first: the pool does not end on one long run
-    for n, (r, error) in enumerate(train_all(list(todo), jobs), 1):
-        done = None if error else final_eval(r["run_dir"], r["iters"])
-        if not done:
-            raise SystemExit(f"error: train.py failed in {r['run_dir']}: {error or 'no final evaluation'}")
-        r["val_loss"], r["seconds"] = done
-        print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
-              f"val_loss {r['val_loss']:.4f} ({r['seconds']:.0f}s)")
+    with closing(train_all(list(todo), jobs)) as ended:  # closed (the trainings stopped) on any exception here too
+        for n, (r, error) in enumerate(ended, 1):
+            done = None if error else final_eval(r["run_dir"], r["iters"])
+            if not done:
+                raise SystemExit(f"error: train.py failed in {r['run_dir']}: {error or 'no final evaluation'}")
+            r["val_loss"], r["seconds"] = done
+            print(f"[{n}/{len(todo)}] C={r['budget']:.0e} N={r['N']:,} tokens={r['tokens']:,} "
+                  f"val_loss {r['val_loss']:.4f} ({r['seconds']:.0f}s)")
     per_budget, exponent = analyse(runs)
     print("\n" + sweep_table(runs, per_budget, exponent))
     with open(os.path.join(out_dir, "isoflop.json"), "w") as f:

@@ -7,7 +7,6 @@ import io
 import itertools
 import json
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -313,10 +312,9 @@ def test_out_dir_sizes_the_model_a_run_trained(capsys, monkeypatch, tmp_path):
     assert code == 0 and out.startswith("GPT: n_layer=4 n_head=2 n_embd=32 block_size=32 vocab_size=43")
 
 
-def test_help_lists_the_keys():
-    """--help, as a user runs it: a process of its own."""
-    p = subprocess.run([sys.executable, "sizing.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and p.stderr == ""
+def test_help_lists_the_keys(capsys, monkeypatch):
+    code, out, err = cli(capsys, monkeypatch, "--help")
+    assert (code, err) == (0, "")
     for key in ("n_layer", "vocab_size", "seq_len", "optimizer", "out_dir", "activation"):
-        assert f"--{key}=" in p.stdout, key
-    assert "--sinusoidal_scale" not in p.stdout  # an amplitude, no size: not a key of train.py's either
+        assert f"--{key}=" in out, key
+    assert "--sinusoidal_scale" not in out  # an amplitude, no size: not a key of train.py's either
