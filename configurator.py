@@ -63,17 +63,18 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, sections=None):
+def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, sections=None, sources=()):
     """
     defaults updated by argv, left to right: config files (Python) and --key=value. strict_files=False lets
     a file set keys this script does not use (sizing.py reading a train config). nullable names keys that
     may be None although their default is not. given (a dict) receives each key that was set, and where.
-    -h/--help prints the calling script's usage and keys (sections: [(title, keys)]) and exits 0.
+    -h/--help prints the calling script's usage and keys (sections: [(title, keys)]; sources: other files whose
+    comments explain keys) and exits 0.
     """
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in HELP for arg in argv):
         script = sys._getframe(1).f_globals.get("__file__", sys.argv[0])
-        print(help_text(script, sections or [("config keys", defaults)]))
+        print(help_text(script, sections or [("config keys", defaults)], sources))
         sys.exit(0)
     given = {} if given is None else given
     config = dict(defaults)
@@ -118,32 +119,38 @@ def config_keys(namespace):
 
 
 def key_comments(path):
-    """{key: the comment on the line that sets it}, from a script's `key = value  # meaning` lines,
-    dataclass fields and `dict(key=value,  # meaning)` entries."""
+    """{key: the comment on the line that sets it}, from a script's module-level `key = value  # meaning` lines,
+    dataclass fields and `dict(key=value,  # meaning)` entries (not from inside functions)."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
     comments = {t.start[0]: t.string.lstrip("#").strip()
                 for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT}
-    meanings = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            name = node.target.id
-        elif isinstance(node, ast.keyword) and node.arg:
-            name = node.arg
-        else:
+    found = []
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.FunctionDef):
             continue
-        if node.lineno in comments:
-            meanings.setdefault(name, comments[node.lineno])
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                found.append((node.lineno, node.targets[0].id))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                found.append((node.lineno, node.target.id))
+            elif isinstance(node, ast.keyword) and node.arg:
+                found.append((node.lineno, node.arg))
+    meanings = {}
+    for line, name in sorted(found):
+        if line in comments:
+            meanings.setdefault(name, comments[line])
     return meanings
 
 
-def help_text(script, sections):
-    """A script's --help: its docstring, then each section's keys as --key=default and the comment beside it."""
+def help_text(script, sections, sources=()):
+    """A script's --help: its docstring, then each section's keys as --key=default and the comment beside it (in
+    the script, else in sources: model.py for GPTConfig's keys)."""
     with open(script, encoding="utf-8") as f:
         doc = ast.get_docstring(ast.parse(f.read())) or ""
-    meanings = key_comments(script)
+    meanings = {}
+    for path in [*sources, script]:  # the script has the last word
+        meanings.update(key_comments(path))
     out = [doc.strip(), "", "Keys are set by config files (Python: key = value) and --key=value, left to right."]
     for title, keys in sections:
         shown = {k: f"--{k}={v}" for k, v in keys.items()}
