@@ -7,7 +7,6 @@ import io
 import os
 import urllib.error
 
-import numpy as np
 import pytest
 
 import tokenizer

@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 
+from conftest import run_script
 import scaling
-from configurator import run
 from scaling import (TABLE3_APPROACH2, TABLE_A9_LARGEST, analyse, chinchilla_flops, chinchilla_loss,
-                     chinchilla_params, compute_optimal, compute_optimal_grid, final_eval, fit_parabola,
-                     fit_power_law, plan_sweep, table_a4)
+    chinchilla_params, compute_optimal, compute_optimal_grid, final_eval, fit_parabola, fit_power_law, plan_sweep,
+    table_a4)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 C_NOTEBOOK = 2.21e19
@@ -211,16 +211,8 @@ def test_a_sweep_reuses_finished_runs_and_writes_its_outputs(tmp_path, capsys):
 
 def scaling_cli(capsys, monkeypatch, *args):
     """python scaling.py args, in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["scaling.py", *args])
-    term, code = signal.getsignal(signal.SIGTERM), 0
-    try:
-        run(scaling.main)
-    except SystemExit as e:
-        code = e.code
-    finally:
-        signal.signal(signal.SIGTERM, term)
-    out, err = capsys.readouterr()
-    return code, out, err
+    result = run_script("scaling.py", *args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def test_cli_prints_reproduced_figures(capsys, monkeypatch):

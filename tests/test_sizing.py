@@ -6,19 +6,18 @@ published numbers and every config switch), FLOPs counted by torch, bytes on dis
 import io
 import itertools
 import json
-import signal
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from conftest import run_script
+
 import sizing
-from configurator import run
 from model import GPT, GPTConfig
 from sizing import (BLOCK_PARTS, activation_bytes, flops_per_token, forward_flops, gpt_params, instantiated_params,
-                    memory_bytes, param_counts)
+    memory_bytes, param_counts)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -228,18 +227,9 @@ def test_activation_bytes_is_a_lower_bound_of_what_autograd_keeps(switches):
 
 
 def cli(capsys, monkeypatch, *args):
-    """python sizing.py args: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["sizing.py", *map(str, args)])
-    term = signal.getsignal(signal.SIGTERM)
-    code = 0
-    try:
-        run(sizing.main)
-    except SystemExit as e:
-        code = e.code
-    finally:
-        signal.signal(signal.SIGTERM, term)
-    out, err = capsys.readouterr()
-    return code, out, err
+    """python sizing.py args, in this process: (exit code, stdout, stderr)."""
+    result = run_script("sizing.py", *args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def test_cli_prints_gpt2_small(capsys, monkeypatch):
