@@ -3,8 +3,9 @@ Stopping a training run on a signal: Ctrl-C (SIGINT) and SIGTERM are acknowledge
 next safe point, between micro-batches or eval batches, so that train.py saves the state of the last complete
 iteration within seconds and exits 128 + the signal's number (130, 143), as an interrupted command does.
 
-Before the first iteration there is nothing to save: a signal ends the run there and then. Once the run has
-saved its stop, or to quit without saving, the same signal again ends it at once.
+Before the first iteration there is nothing to save: a signal ends the run there and then. After the first
+signal, the same one again (Ctrl-C twice) quits without saving; another one is the same stop, told twice
+(torchrun passes a SIGTERM on after the terminal's SIGINT).
 """
 
 import os

@@ -4,7 +4,7 @@ processes with torchrun (PyTorch DDP).
 
     python train.py config/tiny.py                         # char-level Shakespeare in 3 minutes on a CPU
     python train.py config/tiny.py --batch_size=16 --n_layer=4
-    python train.py config/tiny.py --init_from=resume      # continue exactly where out_dir/ckpt.pt stopped
+    python train.py config/tiny.py --init_from=resume      # continue where out_dir/ckpt.pt stopped
     torchrun --standalone --nproc_per_node=2 train.py config/tiny.py    # 2 processes, the same global batch
 
 out_dir receives ckpt.pt (the latest state, enough to resume exactly), best.pt (the lowest val loss),
