@@ -23,6 +23,7 @@ import tempfile
 import time
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "99")  # else torch's profiler logs its every start and stop on stderr
+import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
 import torch
 from torch.nn import functional as F
 
@@ -46,7 +47,8 @@ MODEL = dict(  # nanoGPT's README CPU recipe's model
     norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # the model, as train.py's
 DEFAULTS = {
     "peak": dict(
-        repeats=5, warmup=1,  # timed calls (the race: runs), the median reported; untimed calls before them
+        repeats=5,  # timed calls (the race: runs each side), the median reported
+        warmup=1,  # untimed calls before them
         dtype="float32",  # float32 | bfloat16 | auto (train.py's choice; train: autocast to it, MFU against its peak)
         peak_sizes="2048,3072,4096"),  # the square matmul sizes n the peak is the best of
     "train": dict(**MODEL, vocab_size=0,  # 0: the meta's in data_dir (or data/<dataset>), else 65

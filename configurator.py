@@ -78,6 +78,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
         sys.exit(0)
     given = {} if given is None else given
     config = dict(defaults)
+    typed = set()  # --key=value so far: a config file after it must not undo it in silence
     for arg in argv:
         if arg.startswith("--"):
             key, eq, text = arg[2:].partition("=")
@@ -88,6 +89,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
             value = text if isinstance(defaults[key], str) else _parse(text)  # --out_dir=123 is a folder name
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
             given[key] = "on the command line"
+            typed.add(key)
             continue
         try:
             with open(arg, encoding="utf-8") as f:
@@ -107,6 +109,9 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                 if strict_files:
                     raise _unknown(key, defaults, f"in {arg}")
                 continue
+            if key in typed:
+                raise ConfigError(f"--{key} comes before {arg}, which sets {key} again: put --key=value after the "
+                                  "config files")
             config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
             given[key] = f"in {arg}"
     return config

@@ -6,7 +6,12 @@ fastest dtype that device does well. train.py, sample.py, lens.py and bench.py a
 import contextlib
 import os
 
-import torch
+# OpenMP's idle threads sleep after a short spin rather than spinning on: with one other busy process on the
+# 2 cores the main job's step took 192 ms, not 340; on idle cores 89 ms, not 84 (2026-11-27, medians of 3 runs
+# each). OpenMP reads these as torch loads, so the commands import this file before torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+import torch  # noqa: E402
 
 from configurator import ConfigError
 

@@ -15,6 +15,7 @@ import math
 import os
 import sys
 
+import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
 import torch
 from torch.nn import functional as F
 from tqdm import tqdm

@@ -8,7 +8,7 @@ The run folder's life cycle: what train.py writes into out_dir, and how an earli
     out_dir/previous/<when>/    earlier runs: a new run moves them here, never over them
 
 Nothing is written until the run has trained its first iteration: a run stopped before then leaves
-out_dir as it found it.
+out_dir as it found it. From then on the run holds a lock on out_dir: a second run into it is refused.
 """
 
 import json
@@ -16,6 +16,12 @@ import math
 import os
 import time
 
+try:
+    import fcntl
+except ImportError:  # Windows: runs go unlocked
+    fcntl = None
+
+from checkpoint import load_checkpoint
 from configurator import ConfigError
 from tokenizer import write_meta
 
@@ -39,7 +45,10 @@ def move_aside(out_dir):
     if not {"ckpt.pt", "best.pt", "log.jsonl"} & set(files):
         return None
     exports = [n for n in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, n, "config.json"))]
-    iters = [r["iter"] for r in read_log(path("log.jsonl"))]
+    try:
+        iters = [load_checkpoint(path("ckpt.pt"), mmap=True)["iter_num"]]  # mapped: a glance, cheap at any size
+    except (ConfigError, KeyError):  # no readable ckpt.pt: the log tells how far the run got
+        iters = [r["iter"] for r in read_log(path("log.jsonl"))]
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
     dest = os.path.join(out_dir, "previous", stamp + (f"-iter{max(iters)}" if iters else ""))
     while os.path.exists(dest):
@@ -52,19 +61,25 @@ def move_aside(out_dir):
 
 class RunLog:
     """log.jsonl, opened at the run's first complete iteration (records before that wait in memory): only then
-    is an earlier run moved aside (unless this run continues it) and meta.json written."""
+    is out_dir locked for this run, an earlier run moved aside (unless this run resumes it from resume_iter,
+    whose records up to its checkpoint it keeps) and meta.json written."""
 
-    def __init__(self, out_dir, keep, meta):
-        self.out_dir, self.keep, self.meta = out_dir, keep, meta
-        self.file, self.pending = None, []
+    def __init__(self, out_dir, resume_iter, meta):
+        self.out_dir, self.resume_iter, self.meta = out_dir, resume_iter, meta
+        self.file, self.pending, self.lock = None, [], None
 
     def open(self):
         """Returns the folder an earlier run was moved to, or None."""
         os.makedirs(self.out_dir, exist_ok=True)
-        moved = None if self.keep else move_aside(self.out_dir)
+        self.lock = lock(self.out_dir)
+        path, start = os.path.join(self.out_dir, "log.jsonl"), self.resume_iter
+        # a resume keeps what led to its checkpoint: the records before it, and the eval at it
+        kept = [] if start is None else [r for r in read_log(path) if r["iter"] < start or
+                                         (r["iter"] == start and "val_loss" in r)]
+        moved = None if start is not None else move_aside(self.out_dir)
         write_meta(self.out_dir, self.meta)
-        self.file = open(os.path.join(self.out_dir, "log.jsonl"), "a" if self.keep else "w")
-        for record in self.pending:
+        self.file = open(path, "w")
+        for record in kept + self.pending:
             self.write(record)
         return moved
 
@@ -80,6 +95,26 @@ class RunLog:
     def close(self):
         if self.file is not None:
             self.file.close()
+        if self.lock is not None:
+            os.close(self.lock)
+
+
+def lock(out_dir):
+    """One run at a time writes into out_dir: a second would move the first's files aside under it, then both would
+    write the same ckpt.pt. A lock on the folder itself, where the filesystem has one; it goes when its descriptor
+    (returned) is closed, or with the process, however it ends."""
+    if fcntl is None:
+        return None
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"another train.py is training into {out_dir} now: let it end, or pass another --out_dir")
+    except OSError:  # no locks on this filesystem
+        os.close(fd)
+        return None
+    return fd
 
 
 def read_log(path):

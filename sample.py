@@ -13,6 +13,7 @@ import itertools
 import sys
 import time
 
+import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
 import torch
 
 from checkpoint import load_model

@@ -5,7 +5,7 @@ processes with torchrun (PyTorch DDP).
     python train.py config/tiny.py                         # char-level Shakespeare in 3 minutes on a CPU
     python train.py config/tiny.py --batch_size=16 --n_layer=4
     python train.py config/tiny.py --init_from=resume      # continue where out_dir/ckpt.pt stopped
-    torchrun --standalone --nproc_per_node=2 train.py config/tiny.py    # 2 processes, the same global batch
+    torchrun --standalone --nproc_per_node=2 train.py config/tiny.py --gradient_accumulation_steps=2 --batch_size=16
 
 out_dir receives ckpt.pt (the latest state, enough to resume exactly), best.pt (the lowest val loss),
 log.jsonl, meta.json and loss.png; an earlier run there is moved to out_dir/previous/ first (rundir.py).
@@ -21,6 +21,7 @@ import sys
 import time
 from contextlib import nullcontext
 
+import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -133,8 +134,8 @@ def check_config(config):
         raise ConfigError("eval_only evaluates a trained model: add --init_from=resume or --init_from=gpt2")
     world = int(os.environ.get("WORLD_SIZE", 1))
     if c["gradient_accumulation_steps"] % world:
-        raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be divisible by "
-                          f"the number of processes ({world})")
+        raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be divisible by the "
+                          f"number of processes ({world}): e.g. double it and halve --batch_size, the same batch")
 
 
 def adopt_checkpoint(config, given):
@@ -220,9 +221,7 @@ def main():
     config["data_dir"] = config["data_dir"] or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                                             config["dataset"])
     check_config(config)
-    ckpt = None
-    if config["init_from"] == "resume":
-        config, ckpt = adopt_checkpoint(config, given)
+    config, ckpt = adopt_checkpoint(config, given) if config["init_from"] == "resume" else (config, None)
     if not config["eval_only"]:
         check_writable(config["out_dir"])
     config["device"], device_type, config["dtype"] = resolve_device(config["device"], config["dtype"])
@@ -282,7 +281,8 @@ def main():
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
         if "rng" in ckpt and world_size == 1:
             set_rng_state(ckpt["rng"])
-    nanogpt, ckpt = ckpt is not None and is_nanogpt(ckpt), None  # nanoGPT's ckpt.pt moves aside, not over
+    nanogpt = ckpt is not None and is_nanogpt(ckpt)  # a nanoGPT run's ckpt.pt is moved aside, not written over
+    del ckpt  # its tensors are in the model and optimizer now
     model = raw_model
     if compile == "auto" and device_type == "cuda" or str(compile).lower() in TRUE:
         if master:
@@ -290,7 +290,7 @@ def main():
         model = torch.compile(raw_model)
     train_model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None) if ddp else model
     wandb_run = start_wandb(config) if wandb_log and master else None
-    log = RunLog(out_dir, keep=init_from == "resume" and not nanogpt, meta=meta)
+    log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta)
     start_iter, stopped, opt_seconds = iter_num, False, 0.0
 
     def say(message):
@@ -352,7 +352,7 @@ def main():
                 stopped = True
                 break
             say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-            if not (init_from == "resume" and iter_num == start_iter):  # the run it continues logged that one
+            if not (init_from == "resume" and iter_num == start_iter):  # the run it resumes logged that one
                 record({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
                         "elapsed": time.time() - t0})
             if iter_num > start_iter:  # at the start there is nothing new to save

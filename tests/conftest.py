@@ -49,7 +49,7 @@ def run_script(script, *args, cwd=None):
     argv, here, code = [script, *map(str, args)], os.getcwd(), 0
     path = os.path.join(root, script)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    environ = dict(os.environ)  # the scripts set OMP_WAIT_POLICY for themselves, not for what runs next
+    environ = dict(os.environ)  # device.py sets OMP_WAIT_POLICY for the scripts, not for what runs next
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -45,7 +45,8 @@ def test_config_files_apply_left_to_right_and_record_where(tmp_path):
     c = configure(DEFAULTS, [str(f), "--n_layer=5"], given=given)
     assert c["n_layer"] == 5 and c["learning_rate"] == pytest.approx(2e-3)
     assert given == {"n_layer": "on the command line", "learning_rate": f"in {f}"}
-    assert configure(DEFAULTS, ["--n_layer=5", str(f)])["n_layer"] == 3
+    with pytest.raises(ConfigError, match="n_layer"):  # a file undoing a typed --key=value: not in silence
+        configure(DEFAULTS, ["--n_layer=5", str(f)])
 
 
 def test_unknown_key_in_a_file_is_refused_unless_not_strict(tmp_path):

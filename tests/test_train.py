@@ -181,6 +181,35 @@ def test_a_new_run_moves_the_earlier_one_aside(tmp_path, data_dir):
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2
 
 
+def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path, data_dir):
+    """While a run holds out_dir (its lock, taken here as a run would), another run there is one line, exit 2,
+    and moves nothing aside."""
+    import fcntl
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", data=data_dir, out=out).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    fd = os.open(out, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        assert_one_line_error(run_train("--max_iters=2", data=data_dir, out=out))
+    finally:
+        os.close(fd)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_resume_after_a_kill_keeps_the_log_up_to_its_checkpoint(tmp_path, data_dir):
+    """A kill -9 after the last save leaves log records past ckpt.pt's iteration: the resume, which trains those
+    iterations again, drops them, so each iteration is logged once."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=4", "--eval_interval=4", "--max_seconds=0", data=data_dir, out=out).returncode == 0
+    with open(out / "log.jsonl", "a") as f:  # what a killed run logged after its last checkpoint
+        f.write('{"iter": 4, "loss": 9.0}\n{"iter": 5, "loss": 9.0}\n')
+    assert run_train("--max_iters=8", "--eval_interval=4", "--max_seconds=0", "--init_from=resume",
+                     data=data_dir, out=out).returncode == 0
+    assert [i for i, _ in steps(out)] == list(range(8)) and 9.0 not in [v for _, v in steps(out)]
+    assert [i for i, _ in evals(out)] == [0, 4, 8]
+
+
 def test_a_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     out = tmp_path / "out"
     result = run_train("--max_iters=100000", "--lr_decay_iters=100000", "--eval_interval=100000",
