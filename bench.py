@@ -23,12 +23,11 @@ import tempfile
 import time
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "99")  # else torch's profiler logs its every start and stop on stderr
-import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
+from device import autocast, cpu_has_native_bf16, resolve_device  # before torch: OpenMP's setting
 import torch
 from torch.nn import functional as F
 
 from configurator import ConfigError, configure, run
-from device import autocast, cpu_has_native_bf16, resolve_device
 from model import GPT, GPTConfig
 from muon import configure_muon
 from sizing import flops_per_token

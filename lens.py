@@ -15,14 +15,13 @@ import math
 import os
 import sys
 
-import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
+from device import autocast, resolve_device  # before torch: OpenMP's setting
 import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
 from checkpoint import load_model
 from configurator import ConfigError, config_keys, configure, run
-from device import autocast, resolve_device
 from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, read_text, same_tokenizer, stream_decode
 
 # -----------------------------------------------------------------------------

@@ -13,12 +13,11 @@ import itertools
 import sys
 import time
 
-import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
+from device import autocast, resolve_device  # before torch: OpenMP's setting
 import torch
 
 from checkpoint import load_model
 from configurator import ConfigError, config_keys, configure, run
-from device import autocast, resolve_device
 from tokenizer import EOT, load_tokenizer, stream_decode
 
 # -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import sys
 import time
 from contextlib import nullcontext
 
-import device  # noqa: F401  first: before torch loads, it lets OpenMP's idle threads sleep (device.py)
+from device import autocast, check_fits, cpu_has_native_bf16, resolve_device  # before torch: OpenMP's setting
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -30,7 +30,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained, save_checkpoint)
 from configurator import FALSE, TRUE, ConfigError, config_keys, configure, run
-from device import autocast, check_fits, cpu_has_native_bf16, resolve_device
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
