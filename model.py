@@ -165,7 +165,13 @@ class CausalSelfAttention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if kv_cache is not None:
             k, v = kv_cache.update(layer, k, v)
-        y = self.attend(q, k, v)
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad and k.size(2) <= 512:
+            # training under bf16 autocast on a CPU, torch's attention kernel runs slower in bf16 than in float32:
+            # the main job's step took 66 ms so, 91 ms in bf16 (2026-11-27, AVX-512 BF16; tried up to 512 positions)
+            with torch.autocast("cpu", enabled=False):
+                y = self.attend(q.float(), k.float(), v.float())
+        else:
+            y = self.attend(q, k, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
         return self.resid_dropout(self.c_proj(y))
 
