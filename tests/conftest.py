@@ -83,15 +83,3 @@ def run_script(script, *args, cwd=None):
         err.seek(0)
         return subprocess.CompletedProcess(argv, code, out.read(), err.read())
 
-
-def processes_naming(text, but):
-    """The pids of the processes whose command line holds text, but the one given."""
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != but):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    found.append(pid)
-        except OSError:  # it ended between the listing and the read
-            pass
-    return found
