@@ -99,8 +99,8 @@ def configure_muon(model, weight_decay, learning_rate, betas, device_type, muon_
     ns_dtype: bfloat16 only where the device computes it natively.
     """
     hidden = [p for p in model.transformer.h.parameters() if p.requires_grad and p.dim() == 2]  # a list: a fixed order
-    qkv = {id(b.attn.c_attn.weight) for b in model.transformer.h}
-    rest = [p for p in model.parameters() if p.requires_grad and not any(p is h for h in hidden)]
+    qkv, hidden_ids = {id(b.attn.c_attn.weight) for b in model.transformer.h}, {id(p) for p in hidden}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in hidden_ids]
     groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay, "lr_scale": 1.0},
               {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0, "lr_scale": 1.0}]
     adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))

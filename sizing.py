@@ -81,14 +81,6 @@ def param_counts(config):
     return c
 
 
-def non_embedding_label(config, counts=None):
-    """For a line "N parameters (<this>)": the non-embedding count, as nanoGPT's get_num_params counts it
-    (without a learned position table; an untied wte, also a lookup, is left out too)."""
-    c = counts or param_counts(config)
-    untied = "" if config.tie_weights else ", without the untied wte"
-    return f"{c['non_embedding']:,} non-embedding{untied}"
-
-
 def forward_flops(config, seq_len):
     """
     Forward FLOPs per token by component (a matmul (m,k)@(k,n) costs 2mkn), in the spirit of
