@@ -28,20 +28,19 @@ class BlockMuon(torch.optim.Muon):
             params, grads, bufs = [], [], []
             self._init_group(group, params, grads, bufs)
             lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
-            blocks = []  # (weight, update) pairs, views of the weights: updated in place
-            for param, grad, momentum in zip(params, grads, bufs):
-                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):
-                    buf.lerp_(g, 1 - mu)
-                    blocks.append((p, g.lerp(buf, mu) if group["nesterov"] else buf))
             by_shape = {}  # matrices of one shape orthogonalise as one batch: a few large matmuls, not many small
-            for p, update in blocks:
-                by_shape.setdefault(tuple(update.shape), []).append((p, update))
+            for param, grad, momentum in zip(params, grads, bufs):
+                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: updated in place
+                    buf.lerp_(g, 1 - mu)  # Nesterov's update below is made in the gradient's memory, not new memory
+                    by_shape.setdefault(tuple(p.shape), []).append((p, g.lerp_(buf, mu) if group["nesterov"] else buf))
             for same in by_shape.values():
-                ortho = newton_schulz(torch.stack([u for _, u in same]), group["ns_coefficients"],
-                                      group["ns_steps"], group["eps"], self.ns_dtype)
-                for (p, _), update in zip(same, ortho):
-                    p.mul_(1 - lr * wd)
-                    p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+                n = max(1, 2 ** 24 // same[0][0].numel())  # at most 64 MB of them at a time: no copy of the model
+                for batch in (same[i:i + n] for i in range(0, len(same), n)):
+                    ortho = newton_schulz(torch.stack([u for _, u in batch]), group["ns_coefficients"],
+                                          group["ns_steps"], group["eps"], self.ns_dtype)
+                    for (p, _), update in zip(batch, ortho):
+                        p.mul_(1 - lr * wd)
+                        p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
 
 
 def newton_schulz(g, coefficients, steps, eps, dtype):
@@ -90,14 +89,17 @@ class MuonAdamW:
 
 
 def configure_muon(model, weight_decay, learning_rate, betas, device_type, muon_lr=0.02, muon_momentum=0.95,
-                   muon_weight_decay=0.0, muon_ns_steps=5, ns_dtype=torch.float32):
+                   muon_weight_decay=0.0, muon_ns_steps=5, ns_dtype=None):
     """
     Muon for the blocks' matmul weights (c_attn, c_proj, c_fc), the model's AdamW for the rest (embeddings,
     lm_head, norm gains, biases). Each group's "lr_scale" is its peak lr over learning_rate: train.py's lr
     schedule multiplies it in. c_attn's q, k and v are orthogonalised each as its own C x C matrix: at equal
     iterations the val loss was lower than with the fused 3C x C matrix as one (docs/cpu.md).
-    ns_dtype: bfloat16 only where the device computes it natively.
+    ns_dtype: None is bfloat16 where the device computes it natively (device.native_bf16), else float32.
     """
+    if ns_dtype is None:
+        from device import native_bf16
+        ns_dtype = torch.bfloat16 if native_bf16(device_type) else torch.float32
     hidden = [p for p in model.transformer.h.parameters() if p.requires_grad and p.dim() == 2]  # a list: a fixed order
     qkv, hidden_ids = {id(b.attn.c_attn.weight) for b in model.transformer.h}, {id(p) for p in hidden}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in hidden_ids]

@@ -110,9 +110,10 @@ def flops_per_token(config, seq_len):
     return 6 * N + 12 * config.n_layer * config.n_head * Q * seq_len
 
 
-def memory_bytes(config, bytes_per_param=4, optimizer="adamw"):
+def memory_bytes(config, bytes_per_param=4, optimizer="adamw", shards=1):
     """Training state (params, grads, optimizer state in fp32) and checkpoint sizes in bytes. AdamW keeps two
-    moments per parameter; Muon one buffer per block matrix (12 d^2 a block, muon.configure_muon)."""
+    moments per parameter; Muon one buffer per block matrix (12 d^2 a block, muon.configure_muon). FSDP over
+    shards processes holds 1/shards of the training state in each; the checkpoint is whole."""
     n = param_counts(config)["total"]
     m = 12 * config.n_layer * config.n_embd ** 2 if optimizer == "muon" else 0
     state = {"adamw": 2 * (n - m) * 4, "muon": m * 4}  # exp_avg and exp_avg_sq; momentum_buffer
@@ -120,18 +121,32 @@ def memory_bytes(config, bytes_per_param=4, optimizer="adamw"):
         "params": n * bytes_per_param,
         "grads": n * bytes_per_param,
         **state,
-        "train_state": 2 * n * bytes_per_param + sum(state.values()),
+        "train_state": (2 * n * bytes_per_param + sum(state.values())) // shards,
         "checkpoint": n * bytes_per_param + sum(state.values()),  # weights plus optimizer state, as ckpt.pt stores
         "weights_only": n * bytes_per_param,
     }
 
 
 def activation_bytes(config, batch_size, seq_len, bytes_per_value=4):
-    """A lower bound on the activations one micro-batch keeps for its backward pass, in bytes: each matmul's
-    input, kept for its weight's gradient (per layer and token: c_attn's d, attention's q, k, v and output 4d,
-    c_fc's d, mlp.c_proj's 4d), and the logits (V per token). Norms, GELU and T x T scores come on top."""
-    per_token = config.n_layer * 10 * config.n_embd + config.vocab_size
-    return batch_size * seq_len * per_token * bytes_per_value
+    """What autograd keeps of one micro-batch for its backward pass, in bytes, as counted from the tensors it saves.
+    Per block and token: 16 d (ln_1's input and output, q, k and v, attention's output and its re-assembled copy,
+    ln_2's input and output, the MLP's 4d hidden before and after GELU); 3 d more with rope (q and k rotated) and
+    2.5 d with RMSNorm (its composite ops); the T probabilities per head of manual attention; dropout's masks and,
+    in torch's attention with dropout, 3 T per head. Then ln_f's input and output and the logits' log-softmax."""
+    d, hT = config.n_embd, config.n_head * seq_len
+    block = 16 * d + 3 * d * (config.position == "rope") + 2.5 * d * (config.norm == "rmsnorm")
+    block += hT * (config.attention == "manual") + (2.5 * d + 3 * hT) * (config.dropout > 0)
+    return int(batch_size * seq_len * (config.n_layer * block + 2 * d + config.vocab_size) * bytes_per_value)
+
+
+def training_bytes(config, batch_size, optimizer="adamw", shards=1):
+    """The most bytes a training process holds beyond what it held before building the model: the training state
+    (under FSDP its shard), a micro-batch's activations, the logits' gradient as the backward pass begins, and what
+    the allocator keeps of freed memory for reuse (measured on a CPU: a quarter of the activations and 128 MiB,
+    docs/training.md). The sum was within 10% of the peak measured for the main job's shapes up to 10 GB."""
+    acts = activation_bytes(config, batch_size, config.block_size)
+    logits_grad = batch_size * config.block_size * config.vocab_size * 4
+    return memory_bytes(config, optimizer=optimizer, shards=shards)["train_state"] + acts + logits_grad + acts // 4 + 2 ** 27
 
 
 def human(n):
