@@ -23,7 +23,7 @@ import tempfile
 import time
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "99")  # else torch's profiler logs its every start and stop on stderr
-from device import autocast, cpu_has_native_bf16, resolve_device  # before torch: OpenMP's setting
+from device import autocast, resolve_device  # before torch: OpenMP's setting
 import torch
 from torch.nn import functional as F
 
@@ -136,8 +136,7 @@ def bench_train(cfg):
     B, T, accum = cfg["batch_size"], config.block_size, cfg["gradient_accumulation_steps"]
     model = GPT(config).to(device).train()
     args = (cfg["weight_decay"], cfg["learning_rate"], (cfg["beta1"], cfg["beta2"]), device_type)  # as train.py:
-    opt = (configure_muon(model, *args, ns_dtype=torch.bfloat16 if device_type == "cuda" or cpu_has_native_bf16()
-                          else torch.float32) if cfg["optimizer"] == "muon" else model.configure_optimizers(*args))
+    opt = configure_muon(model, *args) if cfg["optimizer"] == "muon" else model.configure_optimizers(*args)
     muon = sum(len(g["params"]) for g in opt.muon.param_groups) if cfg["optimizer"] == "muon" else 0
     opt_label = (f"Muon for {muon} block matrices + " if muon else "") + f"AdamW (fused={opt.defaults.get('fused')})"
     step_model = torch.compile(model) if cfg["compile"] else model

@@ -4,7 +4,10 @@ fastest dtype that device does well. train.py, sample.py, lens.py and bench.py a
 """
 
 import contextlib
+import functools
+import math
 import os
+import time
 
 # OpenMP's idle threads sleep after a short spin rather than spinning on: with one other busy process on the
 # 2 cores the main job's step took 192 ms, not 340; on idle cores 89 ms, not 84 (2026-11-27, medians of 3 runs
@@ -16,31 +19,41 @@ import torch  # noqa: E402
 from configurator import ConfigError
 
 DTYPES = ("float32", "bfloat16", "float16")
+# Dense 16-bit tensor-core peaks, FLOP/s, as NVIDIA's datasheets give them (without sparsity; GeForce cards with
+# float32 accumulation); the first name torch.cuda.get_device_name() contains. float32 matmuls run as TF32, half.
+GPU_PEAKS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12, "H100": 989e12, "H200": 989e12,
+             "B200": 2250e12, "A100": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12, "A6000": 155e12,
+             "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12}
 
 
-def cpu_has_native_bf16():
-    """True where the CPU computes in bfloat16 natively (AVX-512 BF16 or AMX); elsewhere torch emulates bf16,
-    and float32 is faster (docs/cpu.md)."""
+def native_bf16(device_type):
+    """True where bfloat16 matmuls run natively: a GPU from Ampere on (torch.cuda.is_bf16_supported() alone also
+    counts the emulation of V100 and T4, slower than float16), a CPU with AVX-512 BF16 or AMX (elsewhere torch
+    emulates bf16 and float32 is faster, docs/cpu.md)."""
+    if device_type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return any(probe() for probe in probes if callable(probe))
+    return device_type == "cpu" and any(probe() for probe in probes if callable(probe))
 
 
 def resolve_device(device="auto", dtype="auto"):
-    """(device, device type, dtype name) for this machine, or a one-line ConfigError."""
+    """(device, device type, dtype name) for this machine, or a one-line ConfigError. A GPU becomes the current
+    device (under torchrun "cuda" is this process's own, LOCAL_RANK): nothing here or later touches another."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     try:
-        kind = torch.device(device).type
+        kind, index = torch.device(device).type, torch.device(device).index
     except RuntimeError:
         raise ConfigError(f"device={device!r} is not a torch device (try cpu, cuda, cuda:1, mps)") from None
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    if not available.get(kind, False):
+    if not available.get(kind, False) or kind == "cuda" and (index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"device={device!r} is not available here")
-    if dtype == "auto":
-        if kind == "cuda":
-            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        else:
-            dtype = "bfloat16" if kind == "cpu" and cpu_has_native_bf16() else "float32"
+    if kind == "cuda":
+        device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if index is None else device
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # much faster, accurate enough
+    if dtype == "auto":  # float16 (with a gradient scaler) on GPUs before Ampere
+        dtype = "bfloat16" if native_bf16(kind) else "float16" if kind == "cuda" else "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be auto or one of {', '.join(DTYPES)}, got {dtype!r}")
     if kind == "cpu" and dtype == "float16":  # CPUs have no fast float16 matmuls
@@ -63,6 +76,24 @@ def check_fits(need, device_type, processes=1):
         raise ConfigError(f"this run needs at least {need / 2**30:.1f} GiB (weights, gradients, optimizer state and a "
                           f"micro-batch; sizing.py) but {device_type} has {have / 2**30:.1f} GiB: a smaller model, "
                           "batch_size or block_size")
+
+
+@functools.lru_cache(maxsize=None)
+def peak_flops(device_type, dtype):
+    """The matmul peak, FLOP/s, that MFU is reported against: a GPU's datasheet figure (GPU_PEAKS), a CPU's measured
+    now (the best of ten 1024 x 1024 matmuls in dtype, a fraction of a second); None where unknown."""
+    if device_type == "cuda":
+        name = torch.cuda.get_device_name()
+        peak = next((flops for key, flops in GPU_PEAKS.items() if key in name), None)
+        return peak and peak / (2 if dtype == "float32" else 1)
+    if device_type != "cpu":
+        return None
+    a, best = torch.full((1024, 1024), 0.5, dtype=getattr(torch, dtype)), math.inf  # no random state used
+    for _ in range(10):
+        t = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - t)
+    return 2 * 1024 ** 3 / best
 
 
 def autocast(device_type, dtype):

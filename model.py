@@ -111,7 +111,9 @@ def rope_tables(n_pos, head_size, base=10000.0):
 
 
 def apply_rope(x, cos, sin):
-    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position."""
+    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position, in x's dtype (under
+    autocast q and k stay in the compute dtype of v: float32 tables would promote them)."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 

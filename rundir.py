@@ -14,6 +14,7 @@ out_dir as it found it. From then on the run holds a lock on out_dir: a second r
 import json
 import math
 import os
+import sys
 import time
 
 try:
@@ -62,11 +63,18 @@ def move_aside(out_dir):
 class RunLog:
     """log.jsonl, opened at the run's first complete iteration (records before that wait in memory): only then
     is out_dir locked for this run, an earlier run moved aside (unless this run resumes it from resume_iter,
-    whose records up to its checkpoint it keeps) and meta.json written."""
+    whose records up to its checkpoint it keeps) and meta.json written. wandb: wandb.init's arguments, to log there
+    too (optional: where wandb cannot start, one line says so and the run trains on)."""
 
-    def __init__(self, out_dir, resume_iter, meta):
+    def __init__(self, out_dir, resume_iter, meta, wandb=None):
         self.out_dir, self.resume_iter, self.meta = out_dir, resume_iter, meta
-        self.file, self.pending, self.lock = None, [], None
+        self.file, self.pending, self.lock, self.wandb = None, [], None, None
+        if wandb is not None:
+            try:
+                import wandb as w
+                self.wandb = w.init(**wandb)
+            except Exception as e:  # not installed, not logged in, offline
+                print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
 
     def open(self):
         """Returns the folder an earlier run was moved to, or None."""
@@ -80,10 +88,12 @@ class RunLog:
         write_meta(self.out_dir, self.meta)
         self.file = open(path, "w")
         for record in kept + self.pending:
-            self.write(record)
+            self.write(record, remote=False)
         return moved
 
-    def write(self, record):
+    def write(self, record, remote=True):
+        if remote and self.wandb is not None:
+            self.wandb.log(record)
         if self.file is None:
             self.pending.append(record)
             return
@@ -97,6 +107,8 @@ class RunLog:
             self.file.close()
         if self.lock is not None:
             os.close(self.lock)
+        if self.wandb is not None:
+            self.wandb.finish()
 
 
 def lock(out_dir):

@@ -21,21 +21,21 @@ import sys
 import time
 from contextlib import nullcontext
 
-from device import autocast, check_fits, cpu_has_native_bf16, resolve_device  # before torch: OpenMP's setting
+from device import autocast, check_fits, peak_flops, resolve_device  # before torch: OpenMP's setting
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
+import parallel
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained, save_checkpoint)
-from configurator import FALSE, TRUE, ConfigError, config_keys, configure, run
+from configurator import ConfigError, config_keys, configure, run
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
-from sizing import activation_bytes, memory_bytes
+from sizing import flops_per_token, training_bytes
 from stopping import Stopper
-from tokenizer import find_meta, read_bin, read_meta, same_tokenizer
+from tokenizer import find_meta, padded_vocab, read_bin, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 # default config values: GPT-2 (124M) on OpenWebText, as nanoGPT. config/*.py and --key=value override them.
@@ -87,7 +87,8 @@ warmup_iters = 2000  # iterations of linear warmup
 lr_decay_iters = 600000  # the cosine reaches min_lr here: about max_iters, per Chinchilla
 min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, per Chinchilla
 # system
-backend = "auto"  # DDP: "nccl" on CUDA, "gloo" otherwise
+backend = "auto"  # torchrun's processes talk over "nccl" on CUDA, "gloo" otherwise
+fsdp = False  # under torchrun: shard parameters, gradients and optimizer state over the processes (FSDP2), not copy them
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
 dtype = "auto"  # "auto" (bfloat16 where the device has it natively, float16 on older GPUs, else float32) | "float32" | ...
 compile = "auto"  # torch.compile the model: "auto" (on CUDA) | "true" | "false"
@@ -121,10 +122,13 @@ def check_config(config):
     for key in ("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip", "warmup_iters"):
         if not c[key] >= 0:
             raise ConfigError(f"{key} must not be negative, got {c[key]}")
-    choices = {"optimizer": ("adamw", "muon"), "compile": ("auto",) + TRUE + FALSE}
-    for key, allowed in choices.items():
-        if str(c[key]).lower() not in allowed:
-            raise ConfigError(f"{key} must be one of {', '.join(allowed[:4])}, got {c[key]!r}")
+    c["compile"] = str(c["compile"]).lower()  # a config file's True, --compile=False
+    for key, allowed in {"optimizer": ("adamw", "muon"), "compile": ("auto", "true", "false")}.items():
+        if c[key] not in allowed:
+            raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {c[key]!r}")
+    if c["fsdp"] and c["optimizer"] == "muon":
+        raise ConfigError("optimizer=muon orthogonalises whole matrices, which fsdp splits over the processes: "
+                          "use optimizer=adamw with fsdp")
     try:  # the model's shape: GPTConfig checks it
         GPTConfig(**{k: c[k] for k in MODEL_KEYS})
     except ValueError as e:
@@ -141,7 +145,7 @@ def adopt_checkpoint(config, given):
     """init_from=resume: ckpt.pt's model keys become the config's; one set otherwise, in a config file or on the
     command line, is an error (a 4-layer model does not become a 6-layer one). Returns (config, ckpt)."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
-    ckpt = load_checkpoint(path)
+    ckpt = load_checkpoint(path, mmap=True)  # the processes of a machine share one copy: the file's pages
     args = {**vars(GPTConfig()), **current_model_args(ckpt)}
     clash = [f"{k}={config[k]!r} ({given[k]}) but the checkpoint has {args[k]!r}" for k in MODEL_KEYS
              if k in given and k != "attention" and config[k] != args[k]]  # sdpa or manual: the same weights
@@ -161,7 +165,7 @@ def load_data(rank):
     if not have and os.path.isfile(prepare) and rank == 0:
         print(f"{data_dir} has no train.bin/val.bin yet: running its prepare.py", flush=True)
         env = dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")  # it may refuse a 55 GB download unasked
-        code = subprocess.run([sys.executable, prepare], cwd=data_dir, env=env).returncode
+        code = subprocess.run([sys.executable, prepare], env=env).returncode
         if code:
             raise SystemExit(code)
     if dist.is_initialized():
@@ -178,16 +182,19 @@ def load_data(rank):
 
 
 def get_windows(data, starts):
-    """Inputs x and next-token targets y, (len(starts), block_size) each, in one gather."""
+    """Inputs x and next-token targets y, (len(starts), block_size) each, in one gather, on the device: to a GPU
+    from pinned memory without waiting (as nanoGPT), so the host gathers the next batch while the GPU computes."""
     w = torch.from_numpy(data[starts[:, None] + np.arange(block_size + 1)].astype(np.int64))
-    return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+    x, y = w[:, :-1].contiguous(), w[:, 1:].contiguous()
+    return (x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)) \
+        if "cuda" in device else (x.to(device), y.to(device))
 
 
 def init_model(meta, ckpt):
-    """The model init_from names, on device. Any failure to build it is a one-line ConfigError."""
+    """The model init_from names, on the CPU. Any failure to build it is a one-line ConfigError."""
     try:
         if init_from == "scratch":
-            model = GPT(GPTConfig(vocab_size=meta["vocab_size"], dropout=dropout, **{k: globals()[k] for k in MODEL_KEYS}))
+            model = GPT(GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout, **{k: globals()[k] for k in MODEL_KEYS}))
         elif init_from == "resume":
             model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
         else:
@@ -200,7 +207,7 @@ def init_model(meta, ckpt):
     folder = out_dir if init_from == "resume" else init_from
     if os.path.isfile(os.path.join(folder, "meta.json")) and not same_tokenizer(read_meta(folder), meta):
         raise ConfigError(f"{data_dir} is not the tokenizer {folder}'s model was trained with")
-    return model.to(device)
+    return model
 
 
 def rng_state():
@@ -226,23 +233,11 @@ def main():
     config["device"], device_type, config["dtype"] = resolve_device(config["device"], config["dtype"])
     globals().update(config)  # as nanoGPT: from here on every config key is a plain name
 
-    # processes: torchrun sets RANK, LOCAL_RANK, WORLD_SIZE; each process is one replica with its own slice of the batch
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    master = rank == 0  # only rank 0 prints and writes files
+    # processes: under torchrun each trains on its own slice of every batch (parallel.py); only rank 0 speaks and writes
+    rank, world_size, local_procs = parallel.start(device, device_type, backend, num_threads)
+    master = rank == 0
     stopper = Stopper(master)
-    if ddp:
-        if device_type == "cuda":  # one GPU per process
-            globals()["device"] = config["device"] = f"cuda:{os.environ['LOCAL_RANK']}"
-            torch.cuda.set_device(device)
-        dist.init_process_group(backend=("nccl" if device_type == "cuda" else "gloo") if backend == "auto" else backend)
-    local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    if num_threads or ddp and device_type == "cpu":  # torchrun gives each process 1 thread: share out the cores
-        torch.set_num_threads(num_threads or max(1, len(os.sched_getaffinity(0)) // local_procs))
-    if device_type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # much faster on Ampere+, accurate enough
-        torch.backends.cudnn.allow_tf32 = True
-    torch.manual_seed(seed + rank)  # dropout differs per process; the weights are rank 0's (DDP broadcasts)
+    torch.manual_seed(seed)  # the same initial weights in every process; dropout differs per process (below)
     accum = gradient_accumulation_steps // world_size  # micro-batches per process per iteration
     tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
 
@@ -254,24 +249,23 @@ def main():
 
     # model, optimizer and the state a resume continues
     if init_from in ("scratch", "resume"):  # weights, gradients, optimizer state and a micro-batch's activations
-        shape = GPTConfig(vocab_size=meta["vocab_size"], **{k: config[k] for k in MODEL_KEYS})
-        check_fits(memory_bytes(shape, optimizer=optimizer)["train_state"] + activation_bytes(shape, batch_size, block_size),
-                   device_type, local_procs)
+        shape = GPTConfig(vocab_size=padded_vocab(meta), **{k: config[k] for k in MODEL_KEYS})
+        check_fits(training_bytes(shape, batch_size, optimizer, world_size if fsdp else 1), device_type, local_procs)
     raw_model = init_model(meta, ckpt)
+    model = parallel.wrap(raw_model, device, fsdp)  # FSDP shards raw_model in place
+    torch.manual_seed(seed + rank)
     ctx = autocast(device_type, dtype)
-    if optimizer == "muon":
-        native_bf16 = device_type == "cuda" or cpu_has_native_bf16()  # torch's Muon's bf16 is emulated, 10x slower, elsewhere
-        opt = configure_muon(raw_model, weight_decay, learning_rate, (beta1, beta2), device_type, muon_lr,
-                             muon_momentum, muon_weight_decay, muon_ns_steps, torch.bfloat16 if native_bf16 else torch.float32)
-    else:
-        opt = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+    opt = (configure_muon(raw_model, weight_decay, learning_rate, (beta1, beta2), device_type, muon_lr, muon_momentum,
+                          muon_weight_decay, muon_ns_steps) if optimizer == "muon" else
+           raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type))
     lr_scales = [g.get("lr_scale", 1.0) for g in opt.param_groups]  # Muon's peak lr over AdamW's
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
     iter_num, best_val_loss, trained = 0, math.inf, 0.0
     if ckpt is not None:
         try:
-            opt.load_state_dict(ckpt["optimizer"])
+            parallel.load_optimizer(opt, ckpt["optimizer"])
+            scaler.load_state_dict(ckpt.get("scaler") or scaler.state_dict())  # float16's loss scale
         except (ValueError, KeyError, RuntimeError) as e:
             raise ConfigError(f"{out_dir}/ckpt.pt: its optimizer state does not fit this optimizer ({e})") from None
         iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])
@@ -282,15 +276,13 @@ def main():
             set_rng_state(ckpt["rng"])
     nanogpt = ckpt is not None and is_nanogpt(ckpt)  # a nanoGPT run's ckpt.pt is moved aside, not written over
     del ckpt  # its tensors are in the model and optimizer now
-    model = raw_model
-    if compile == "auto" and device_type == "cuda" or str(compile).lower() in TRUE:
-        if master:
-            print("compiling the model (torch.compile): a minute or so on a CPU", flush=True)
-        model = torch.compile(raw_model)
-    train_model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None) if ddp else model
-    wandb_run = start_wandb(config) if wandb_log and master else None
-    log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta)
-    start_iter, stopped, opt_seconds = iter_num, False, 0.0
+    compiled = compile == "true" or compile == "auto" and device_type == "cuda"
+    if compiled:
+        raw_model.compile()  # in place: the weights keep their names
+    log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta,
+                 wandb=dict(project=wandb_project, name=wandb_run_name, config=config) if wandb_log and master else None)
+    start_iter, stopped = iter_num, False
+    flops_per_iter, peak = flops_per_token(raw_model.config, block_size) * tokens_per_iter, peak_flops(device_type, dtype)
 
     def say(message):
         if master:
@@ -299,49 +291,54 @@ def main():
     def record(entry):
         if master and not eval_only:
             log.write(entry)
-            if wandb_run is not None:
-                wandb_run.log(entry)
+
+    def finite(value, what):
+        if not math.isfinite(value):
+            raise ConfigError(f"{what} is {value} at iter {iter_num}: stopped; ckpt.pt, if any, is from the last eval")
+        return value
 
     @torch.no_grad()
     def estimate_loss():
         """Mean loss over each split's fixed eval windows, shared out among the processes; None if a stop came
-        first (checked after every batch when alone; under DDP the processes must agree, so only at the end)."""
+        first (checked after every batch when alone; the processes must agree, so together only at the end)."""
         out = {}
         model.eval()
         for split, data in splits.items():
             total = torch.zeros(2, device=device)  # the sum of batch losses, and their number
-            for k in range(rank, eval_iters, world_size):
-                x, y = get_windows(data, eval_starts[split][k * batch_size:(k + 1) * batch_size])
-                with ctx:
-                    _, loss = model(x.to(device), y.to(device))
-                total += torch.stack((loss.float(), torch.ones((), device=device)))
-                if stopper.requested and not ddp:
-                    model.train()
-                    return None
-            if ddp:
-                dist.all_reduce(total)
+            for k in range(rank, -(-eval_iters // world_size) * world_size, world_size):  # as many in each process
+                if stopper.requested and world_size == 1:
+                    break
+                with ctx:  # (past eval_iters a batch is run, for FSDP's collectives, and weighs nothing)
+                    _, loss = model(*get_windows(data, eval_starts[split][k % eval_iters * batch_size:][:batch_size]))
+                total += torch.stack((loss.float(), torch.ones((), device=device))) * (k < eval_iters)
+            total = parallel.mean(total)
             out[split] = (total[0] / total[1]).item()
         model.train()
-        return out
+        return out if not parallel.any_process(stopper.requested) else None
 
-    def checkpoint():
-        return {"model": raw_model.state_dict(), "optimizer": opt.state_dict(), "model_args": vars(raw_model.config),
-                "config": config, "iter_num": iter_num, "best_val_loss": best_val_loss, "trained_seconds": trained,
-                "rng": rng_state(), "sampler": {"generator": sampler.get_state()}}
+    def save(*names):  # every process takes part: under FSDP each gathers its shards to rank 0, which writes
+        state = {"model": parallel.gathered(raw_model.state_dict(), master),
+                 "optimizer": parallel.gathered(opt.state_dict(), master), "model_args": vars(raw_model.config),
+                 "config": config, "iter_num": iter_num, "best_val_loss": best_val_loss, "trained_seconds": trained,
+                 "rng": rng_state(), "sampler": {"generator": sampler.get_state()}, "scaler": scaler.state_dict()}
+        for name in names if master else ():
+            save_checkpoint(state, os.path.join(out_dir, name))
 
-    def save(*names):
-        if master:
-            state = checkpoint()
-            for name in names:
-                save_checkpoint(state, os.path.join(out_dir, name))
-
-    params = raw_model.get_num_params(non_embedding=False)
-    say(f"{params:,} parameters | vocab {meta['vocab_size']} | train {len(train_data):,} tokens, val {len(val_data):,} | "
-        f"{init_from} at iter {iter_num} | {device} {dtype}{' compiled' if model is not raw_model else ''} | "
-        f"{world_size} process(es) x {torch.get_num_threads()} thread(s) | {tokens_per_iter:,} tokens per iteration")
+    say(f"{raw_model.get_num_params(non_embedding=False):,} parameters | vocab {meta['vocab_size']} | train "
+        f"{len(train_data):,} tokens, val {len(val_data):,} | {init_from} at iter {iter_num} | {device} {dtype}"
+        f"{' compiled' if compiled else ''} | {world_size} process(es){' (fsdp)' * (fsdp and world_size > 1)} x "
+        f"{torch.get_num_threads()} thread(s) | {tokens_per_iter:,} tokens per iteration")
+    if compiled and not eval_only:  # compiling is not training: it happens here, untimed, on one micro-batch
+        t, before = time.time(), rng_state()
+        with ctx:
+            _, loss = model(*get_windows(train_data, np.arange(batch_size)))
+        loss.backward()
+        opt.zero_grad(set_to_none=True)
+        set_rng_state(before)
+        say(f"compiled in {time.time() - t:.1f}s (not counted as training)")
 
     # the training loop
-    t0 = time.time()
+    t0, logged = time.time(), (iter_num, trained)  # at the last log: the iteration and the training seconds
     while True:
         lr = get_lr(iter_num, trained)
         last = iter_num >= max_iters or (max_seconds > 0 and trained >= max_seconds)
@@ -350,6 +347,7 @@ def main():
             if losses is None:  # a stop cut the eval short: save what the last iteration left
                 stopped = True
                 break
+            finite(losses["val"], "the val loss")
             say(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             if not (init_from == "resume" and iter_num == start_iter):  # the run it resumes logged that one
                 record({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "lr": lr,
@@ -357,62 +355,59 @@ def main():
             if iter_num > start_iter:  # at the start there is nothing new to save
                 improved = losses["val"] < best_val_loss
                 best_val_loss = min(best_val_loss, losses["val"])
-                names = (["ckpt.pt"] if improved or always_save_checkpoint else []) + (["best.pt"] if improved else [])
-                save(*names)
+                if improved or always_save_checkpoint:
+                    save(*["ckpt.pt"] + (["best.pt"] if improved else []))
         if last or eval_only:
             break
 
-        # one iteration: accum micro-batches of the global batch (this process's slice), then one optimizer step
+        # one iteration: accum micro-batches of the global batch (this process's slice), then one optimizer step.
+        # Nothing here waits on a GPU but the log every log_interval: the host runs ahead, gathering the next batch
         t = time.time()
         before = (sampler.get_state(), rng_state())  # where a stop mid-iteration puts things back
         starts = torch.randint(len(train_data) - block_size, (gradient_accumulation_steps * batch_size,),
                                generator=sampler).numpy()[rank * accum * batch_size:(rank + 1) * accum * batch_size]
-        xs, ys = (v.view(accum, batch_size, block_size).to(device) for v in get_windows(train_data, starts))
+        xs, ys = (v.view(accum, batch_size, block_size) for v in get_windows(train_data, starts))
         for g, scale in zip(opt.param_groups, lr_scales):
             g["lr"] = lr * scale
         loss_sum = torch.zeros((), device=device)
         for micro_step in range(accum):
-            if stopper.requested and not ddp:
+            if stopper.requested and world_size == 1:
                 break
-            # under DDP the gradients are averaged across processes on the last micro-batch only
-            with train_model.no_sync() if ddp and micro_step < accum - 1 else nullcontext():
+            with parallel.no_sync(model, micro_step == accum - 1):  # DDP averages the gradients on the last one
                 with ctx:
-                    _, loss = train_model(xs[micro_step], ys[micro_step])
+                    _, loss = model(xs[micro_step], ys[micro_step])
                 loss_sum += loss.detach()
                 scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
-        stats = torch.stack((loss_sum / accum, torch.tensor(float(stopper.requested), device=device),
-                             torch.tensor(time.time() - t + opt_seconds, device=device)))
-        if ddp:  # one collective: the logged loss, whether any process was asked to stop, the step's time
-            dist.all_reduce(stats)
-            stats /= world_size
-        if stats[1] > 0:  # drop the half-done iteration: the state is as the last complete one left it
+        if parallel.any_process(stopper.requested):  # drop the half-done iteration: as the last complete one left it
             sampler.set_state(before[0])
             set_rng_state(before[1])
             opt.zero_grad(set_to_none=True)
             stopped = True
             break
-        loss_value, dt = stats[0].item(), stats[2].item()  # dt: this step's forward and backward, the last one's update
-        if not math.isfinite(loss_value):
-            raise ConfigError(f"loss is {loss_value} at iter {iter_num}: stopped; ckpt.pt, if any, is from the last eval")
-        grad_norm, t = None, time.time()
+        grad_norm = None
         if grad_clip > 0:
             scaler.unscale_(opt)
-            grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip).item()
+            grad_norm = parallel.whole(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip))
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
-        opt_seconds = time.time() - t
-        trained += dt
         if iter_num == start_iter and master and not eval_only:  # the first complete iteration: the run is now worth keeping
             moved = log.open()
             if moved:
                 say(f"{out_dir} held an earlier run: moved to {moved}")
         stopper.armed = True
-        if iter_num % log_interval == 0:
+        values = None if iter_num % log_interval else parallel.mean(  # the one wait on the GPU, every log_interval
+            torch.stack([loss_sum / accum] + ([grad_norm] if grad_clip > 0 else []))).tolist()
+        trained += time.time() - t  # the host's seconds: between two waits on the GPU, the GPU's too
+        if values:
+            loss_value, grad_norm = finite(values[0], "the loss"), values[1] if grad_clip > 0 else None
+            dt = (trained - logged[1]) / (iter_num + 1 - logged[0])  # seconds per iteration since the last log
+            mfu = flops_per_iter / dt / (peak * world_size) if peak else None
             record({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_iter / dt,
-                    "elapsed": time.time() - t0, "grad_norm": grad_norm})
+                    "elapsed": time.time() - t0, "grad_norm": grad_norm, "mfu": mfu})
             say(f"iter {iter_num}: loss {loss_value:.4f}, time {dt * 1000:.2f}ms, lr {lr:.2e}, "
-                f"{tokens_per_iter / dt:,.0f} tok/s")
+                f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {mfu:.1%}" if mfu else ""))
+            logged = (iter_num + 1, trained)
         iter_num += 1
 
     # the end: a stop saves the last complete iteration; the log is drawn
@@ -422,27 +417,14 @@ def main():
     elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
     elif not eval_only:
-        say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or the max_seconds budget")
+        say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or max_seconds={max_seconds:g}: "
+            "raise either to train on")
     log.close()
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
         say("no loss.png: drawing it needs matplotlib (pip install matplotlib)")
-    if wandb_run is not None:
-        wandb_run.finish()
-    if ddp:
-        dist.barrier()
-        dist.destroy_process_group()
+    parallel.end()
     return 128 + (stopper.signum or signal.SIGTERM) if stopped else 0  # a peer's stop, under DDP
-
-
-def start_wandb(config):
-    """A wandb run to log to, or None (with one line) where wandb cannot start: train anyway."""
-    try:
-        import wandb
-        return wandb.init(project=wandb_project, name=wandb_run_name, config=config)
-    except Exception as e:  # not installed, not logged in, offline
-        print(f"warning: wandb logging is off ({type(e).__name__}: {e})", file=sys.stderr)
-        return None
 
 
 if __name__ == "__main__":

@@ -559,6 +559,18 @@ def test_block_muon_is_torchs_muon_with_float32_newton_schulz_and_qkv_blocks():
         torch.bfloat16
 
 
+def test_under_autocast_q_k_v_and_the_cache_share_one_dtype(monkeypatch):
+    """Rotary tables are float32; under bf16 autocast q and k must not be promoted to them while v stays bf16."""
+    from model import CausalSelfAttention
+    seen, attend = [], CausalSelfAttention.attend
+    monkeypatch.setattr(CausalSelfAttention, "attend", lambda self, q, k, v: seen.append((q.dtype, k.dtype, v.dtype))
+                        or attend(self, q, k, v))
+    model, cache = make(position="rope"), KVCache(2, 16)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.zeros(1, 3, dtype=torch.long), kv_cache=cache)
+    assert set(seen) == {(torch.bfloat16,) * 3} and cache.k[0].dtype == cache.v[0].dtype == torch.bfloat16
+
+
 def test_parameter_counts_are_sizings():
     """GPT-2 small, built on the meta device: 124,439,808 parameters, 123,653,376 without the position table,
     as nanoGPT's scaling notebook (sizing.gpt_params) and sizing.param_counts count them."""

@@ -84,6 +84,7 @@ def assert_one_line_error(result, code=2):
     (["--n_embd=30", "--n_head=4"], "n_embd"),  # not divisible
     (["--eval_only=true"], "eval_only"),  # from scratch
     (["--init_from=no/such/folder"], "no/such/folder"),
+    (["--fsdp=true", "--optimizer=muon"], "muon"),  # Muon needs whole matrices
 ])
 def test_bad_config_is_one_line_exit_2(args, word, tmp_path, data_dir):
     line = assert_one_line_error(run_train(*args, data=data_dir, out=tmp_path / "out"))
@@ -134,6 +135,32 @@ def test_run_writes_checkpoints_log_meta_and_plot(tmp_path, data_dir):
     assert evals(out)[-1][1] < evals(out)[0][1]  # it learns
     pytest.importorskip("matplotlib")
     assert (out / "loss.png").stat().st_size > 1000
+
+
+def test_the_loop_waits_on_the_device_once_per_log_interval(tmp_path, data_dir, monkeypatch):
+    """On a GPU, .item(), .tolist() and a tensor's truth value each make the host wait. 20 iterations more, with
+    log_interval=10, cost 2 such waits more: the loss and gradient norm at each log, nothing at other iterations."""
+    calls = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__"):
+        def counted(self, *args, _orig=getattr(torch.Tensor, name), **kwargs):
+            calls.append(1)
+            return _orig(self, *args, **kwargs)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    waits = []
+    for n in (10, 30):
+        calls.clear()
+        result = run_train(f"--max_iters={n}", "--log_interval=10", "--eval_interval=1000", data=data_dir,
+                           out=tmp_path / str(n))
+        assert result.returncode == 0, result.stderr
+        waits.append(len(calls))
+    assert waits[1] - waits[0] <= 2, waits
+
+
+def test_the_log_reports_mfu(tmp_path, data_dir):
+    """nanoGPT's MFU, here against the matmul peak measured on this CPU: a fraction, and in the iteration line."""
+    result = run_train("--max_iters=3", data=data_dir, out=tmp_path / "out")
+    assert result.returncode == 0 and ", mfu " in result.stdout
+    assert all(0 < r["mfu"] < 1 for r in read_log(tmp_path / "out" / "log.jsonl") if "loss" in r)
 
 
 def test_eval_only_writes_nothing(tmp_path, data_dir):

@@ -1,0 +1,102 @@
+"""
+Many processes under torchrun: each trains on its own slice of every batch and holds either the whole model
+(DDP, the default) or one shard of its parameters, gradients and optimizer state (FSDP2, train.py --fsdp=True),
+for a model one GPU cannot hold. These are the few places where that differs from one process; alone, each
+function does what one process needs (nothing).
+
+    torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py                 # DDP
+    torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py --fsdp=True     # FSDP
+"""
+
+import os
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils._pytree import tree_map
+
+_flags = None  # a gloo group: the processes agree on a stop on the host, waiting on no GPU
+
+
+def start(device, device_type, backend="auto", num_threads=0):
+    """(rank, processes, processes on this machine): torchrun's, its process group started, else (0, 1, 1)."""
+    global _flags
+    world, local = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if "RANK" in os.environ:
+        backend = ("nccl" if device_type == "cuda" else "gloo") if backend == "auto" else backend
+        dist.init_process_group(backend, device_id=torch.device(device) if device_type == "cuda" else None)
+        _flags = dist.new_group(backend="gloo")
+    if num_threads or world > 1 and device_type == "cpu":  # torchrun gives each process 1 thread: share out the cores
+        torch.set_num_threads(num_threads or max(1, len(os.sched_getaffinity(0)) // local))
+    return int(os.environ.get("RANK", 0)), world, local
+
+
+def wrap(model, device, fsdp=False):
+    """The model on device as the processes train it: itself alone; a DDP replica; or FSDP shards, block by block,
+    then the rest (fully_shard moves each shard to the device, so the whole model is never there)."""
+    if not dist.is_initialized():
+        return model.to(device)
+    if fsdp:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+        for block in model.transformer.h:
+            fully_shard(block, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+    # the buffers (rope tables, masks) never change: no broadcast each forward; gradients live in DDP's buckets
+    return DDP(model.to(device), device_ids=[torch.cuda.current_device()] if "cuda" in device else None,
+               broadcast_buffers=False, gradient_as_bucket_view=True)
+
+
+def no_sync(model, sync):
+    """DDP averages the gradients across processes on an iteration's last micro-batch only; FSDP reduces each
+    micro-batch's into the shards, so that no process ever holds a whole gradient."""
+    return model.no_sync() if isinstance(model, DDP) and not sync else nullcontext()
+
+
+def any_process(flag):
+    """Whether any process says so (a stop was asked for): on the host, so nothing waits on a GPU."""
+    if _flags is None:
+        return flag
+    t = torch.tensor([float(flag)])
+    dist.all_reduce(t, group=_flags)
+    return t.item() > 0
+
+
+def mean(t):
+    """t averaged over the processes (the logged loss): a collective on t's device."""
+    if dist.is_initialized():
+        dist.all_reduce(t)
+        t = t / dist.get_world_size()
+    return t
+
+
+def whole(t):
+    """A tensor FSDP computed as a DTensor (the gradient norm), as a plain one."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def gathered(state, keep):
+    """state (a model's or optimizer's state dict) with each FSDP shard gathered whole, to the CPU where keep,
+    else None: ckpt.pt stays one file in one format. Every process must call it: each gather is a collective."""
+    def whole_on_cpu(t):
+        t = t.full_tensor() if hasattr(t, "full_tensor") else t  # every process gathers; one keeps what it gathered
+        return t.cpu() if keep else None
+    return tree_map(lambda t: whole_on_cpu(t) if torch.is_tensor(t) else t, state)
+
+
+def load_optimizer(opt, state):
+    """opt.load_state_dict(state), each whole saved tensor cut to its parameter's shard under FSDP."""
+    opt.load_state_dict(state)
+    for p, s in getattr(opt, "state", {}).items():  # (Muon + AdamW: never under FSDP)
+        if hasattr(p, "device_mesh"):
+            for k, v in s.items():
+                if torch.is_tensor(v) and v.shape == p.shape:  # exp_avg, exp_avg_sq; not the step count
+                    s[k] = torch.distributed.tensor.distribute_tensor(v, p.device_mesh, p.placements, src_data_rank=None)
+
+
+def end():
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,58 @@
+"""
+device.py on GPUs this machine does not have: torch.cuda's answers are faked, the choices are device.py's own.
+A V100 or T4 trains in float16 (bfloat16 there is emulated), an A100 in bfloat16; --device=cuda:1 and torchrun's
+LOCAL_RANK make that GPU the current one, so the memory check, the model and the random state all use it.
+"""
+
+import pytest
+import torch
+
+import device
+from configurator import ConfigError
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """Two fake GPUs of a given compute capability; returns the list of devices made current."""
+    current = []
+
+    def fake(capability):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+        monkeypatch.setattr(torch.cuda, "set_device", current.append)
+        # torch's own test, minus the device query: native from compute capability 8.0 (Ampere) on
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                            lambda including_emulation=True: capability >= 8 or including_emulation)
+        return current
+    yield fake
+
+
+@pytest.mark.parametrize("capability, dtype", [(7, "float16"), (8, "bfloat16")])
+def test_dtype_auto_is_bfloat16_only_where_the_gpu_computes_it_natively(gpus, capability, dtype, monkeypatch):
+    gpus(capability)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert device.resolve_device("cuda", "auto") == ("cuda:0", "cuda", dtype)
+    assert device.native_bf16("cuda") is (capability >= 8)
+
+
+def test_the_gpu_named_or_torchruns_becomes_the_current_device(gpus, monkeypatch):
+    current = gpus(8)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert device.resolve_device("cuda:1")[0] == "cuda:1"
+    monkeypatch.setenv("LOCAL_RANK", "1")  # under torchrun, "cuda" is this process's own GPU
+    assert device.resolve_device("cuda")[0] == "cuda:1"
+    assert current == ["cuda:1", "cuda:1"]
+    with pytest.raises(ConfigError):
+        device.resolve_device("cuda:2")  # two GPUs: 0 and 1
+
+
+def test_peak_flops(monkeypatch):
+    cpu = device.peak_flops("cpu", "float32")
+    assert 1e9 < cpu < 1e14  # measured: a CPU does GFLOP/s, not more than a GPU
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA A100-SXM4-80GB")
+    assert device.peak_flops.__wrapped__("cuda", "bfloat16") == 312e12
+    assert device.peak_flops.__wrapped__("cuda", "float32") == 156e12  # TF32
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 PCIe")
+    assert device.peak_flops.__wrapped__("cuda", "bfloat16") == 756e12
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Some Future GPU")
+    assert device.peak_flops.__wrapped__("cuda", "bfloat16") is None  # no MFU rather than a wrong one

@@ -1,0 +1,61 @@
+"""
+Many processes on the CPU (torchrun, gloo): FSDP trains as one process does, its ckpt.pt is any run's ckpt.pt (a
+run moves between 1 process, DDP and FSDP by --init_from=resume), and each FSDP process holds half of what a DDP
+process holds. Each torchrun starts processes that import torch: slow.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from checkpoint import load_checkpoint
+from sizing import memory_bytes
+from test_train import ROOT, data_dir, evals, run_train, steps, torchrun  # noqa: F401 (data_dir: a fixture)
+
+pytestmark = pytest.mark.slow
+ARGS = ["--gradient_accumulation_steps=4", "--eval_interval=3", "--eval_iters=4", "--optimizer=adamw", "--max_seconds=0",
+        "--dtype=float32"]
+
+
+def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(tmp_path, data_dir):
+    """12 iterations in one process, against: 3 under FSDP, 3 more in one process, 3 under DDP, 3 under FSDP again,
+    each resuming the last one's ckpt.pt: the same losses within 1e-5 (float32, AdamW, the same global batch)."""
+    straight, moved = tmp_path / "straight", tmp_path / "moved"
+    assert run_train("--max_iters=12", *ARGS, data=data_dir, out=straight).returncode == 0
+    fsdp = torchrun(data_dir, moved, "--max_iters=3", "--fsdp=True", *ARGS)
+    assert fsdp.returncode == 0, fsdp.stderr[-3000:]
+    ckpt = load_checkpoint(moved / "ckpt.pt")  # one file, whole tensors, read as any run's
+    assert all(type(v).__name__ == "Tensor" for v in ckpt["model"].values()) and ckpt["iter_num"] == 3
+    one = run_train("--max_iters=6", "--init_from=resume", *ARGS, data=data_dir, out=moved)
+    assert one.returncode == 0, one.stderr
+    for n, how in ((9, []), (12, ["--fsdp=True"])):
+        result = torchrun(data_dir, moved, f"--max_iters={n}", "--init_from=resume", *how, *ARGS)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert [i for i, _ in steps(moved)] == list(range(12))
+    for (_, a), (_, b) in zip(steps(straight) + evals(straight), steps(moved) + evals(moved), strict=True):
+        assert abs(a - b) <= 1e-5, (a, b)
+
+
+def rank_bytes(tmp_path, *args):
+    out = tmp_path / f"bytes{len(args)}.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "tests/rank_bytes.py",
+           str(out), *args]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_an_fsdp_process_holds_half_of_what_a_ddp_process_holds(tmp_path):
+    """Parameters, gradients and AdamW's moments, measured in each process after a step, against sizing.py's
+    arithmetic: DDP's process holds them all, each of 2 FSDP processes half (up to a row of padding each)."""
+    from model import GPTConfig
+    ddp, fsdp = rank_bytes(tmp_path), rank_bytes(tmp_path, "--fsdp")
+    m = memory_bytes(GPTConfig(block_size=32, vocab_size=64, n_layer=4, n_head=4, n_embd=64))
+    assert (ddp["params"], ddp["grads"], ddp["optimizer"]) == (m["params"], m["grads"], m["adamw"])
+    for key in ("params", "grads", "optimizer"):
+        assert ddp[key] / 2 <= fsdp[key] <= ddp[key] / 2 * 1.02, key
+    assert memory_bytes(GPTConfig(block_size=32, vocab_size=64, n_layer=4, n_head=4, n_embd=64), shards=2)[
+        "train_state"] == m["train_state"] // 2
+    assert ddp["ddp_buffers_broadcast"] is False and ddp["ddp_bucket_views"] is True  # tuned as nanoGPT's users would
