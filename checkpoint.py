@@ -20,7 +20,7 @@ import torch
 
 from configurator import ConfigError
 from model import GPT, GPTConfig
-from tokenizer import find_meta, gpt2_meta, replace_file
+from tokenizer import find_meta, gpt2_meta, padded_vocab, replace_file
 
 PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes on the Hugging Face hub
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}  # GPT-2's tanh, or erf
@@ -256,4 +256,6 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
     if tokens["vocab_size"] > vocab_size:
         raise ConfigError(f"the tokenizer from {meta_from} has {tokens['vocab_size']} tokens but the model only "
                           f"{vocab_size}: not this model's; name its own with --meta=PATH")
+    if vocab_size == padded_vocab(tokens) > tokens["vocab_size"]:  # train.py padded it: back to the tokenizer's
+        model.crop_vocab_size(tokens["vocab_size"])
     return model.eval(), tokens, f"{loaded}, tokenizer from {meta_from}"

@@ -14,6 +14,7 @@ import io
 import os
 import signal
 import sys
+import time
 import tokenize
 import types
 
@@ -169,7 +170,7 @@ def run(main):
     Run a command's main() so that bad input (a ConfigError) is one line on stderr and exit 2, never a
     traceback, and an unhandled Ctrl-C or SIGTERM is one line and 130 or 143, as a shell reports them
     (141 and nothing more where stdout's reader went away).
-    Under torchrun every rank meets the same bad input: only rank 0 says so.
+    Under torchrun every rank meets the same bad input: only rank 0 says so, while the others wait.
     """
     def terminate(signum, frame):
         raise KeyboardInterrupt("terminated")
@@ -180,6 +181,8 @@ def run(main):
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
+        else:  # the others wait: torchrun ends every process once one exits, rank 0 before it had spoken
+            time.sleep(3)
         sys.exit(2)
     except KeyboardInterrupt as e:
         term = str(e) == "terminated"

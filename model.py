@@ -119,24 +119,24 @@ def apply_rope(x, cos, sin):
 
 
 class KVCache:
-    """Keys and values of the positions seen so far, per layer, so a new token costs one position."""
+    """Keys and values of the positions seen so far, per layer, in buffers of max_len positions made once: a new token
+    costs one position, and the shapes never change, so one compiled step serves every position."""
 
     def __init__(self, n_layer, max_len):
         self.max_len = max_len
         self.k = [None] * n_layer
         self.v = [None] * n_layer
-        self.pos = 0  # positions stored; GPT.forward advances it after the last layer
+        self.pos = 0  # positions stored; GPT.forward advances it (a tensor in a compiled step: no recompile)
 
-    def update(self, layer, k, v):
-        """Store k, v (B, nh, T, hs) at positions pos..pos+T and return all keys and values so far."""
-        if self.k[layer] is None:  # allocate once, in the dtype the model computes in
+    def update(self, layer, k, v, pos):
+        """Store k, v (B, nh, T, hs) at positions pos (T,); return the buffers, (B, nh, max_len, hs) each."""
+        if self.k[layer] is None:  # zeros, in the dtype the model computes in: a masked NaN would still poison
             B, nh, _, hs = k.shape
-            self.k[layer] = k.new_empty(B, nh, self.max_len, hs)
-            self.v[layer] = v.new_empty(B, nh, self.max_len, hs)
-        end = self.pos + k.size(2)
-        self.k[layer][:, :, self.pos:end] = k
-        self.v[layer][:, :, self.pos:end] = v
-        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+            self.k[layer] = k.new_zeros(B, nh, self.max_len, hs)
+            self.v[layer] = v.new_zeros(B, nh, self.max_len, hs)
+        self.k[layer].index_copy_(2, pos, k)
+        self.v[layer].index_copy_(2, pos, v)
+        return self.k[layer], self.v[layer]
 
 
 class CausalSelfAttention(nn.Module):
@@ -158,7 +158,7 @@ class CausalSelfAttention(nn.Module):
             mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
             self.register_buffer("mask", mask, persistent=False)
 
-    def forward(self, x, rope=None, kv_cache=None, layer=0):
+    def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         # (B, T, C) -> (B, nh, T, hs)
@@ -166,38 +166,33 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if kv_cache is not None:
-            k, v = kv_cache.update(layer, k, v)
+            k, v = kv_cache.update(layer, k, v, pos)
         if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad and k.size(2) <= 512:
             # training under bf16 autocast on a CPU, torch's attention kernel runs slower in bf16 than in float32:
             # the main job's step took 66 ms so, 91 ms in bf16 (2026-11-27, AVX-512 BF16; tried up to 512 positions)
             with torch.autocast("cpu", enabled=False):
-                y = self.attend(q.float(), k.float(), v.float())
+                y = self.attend(q.float(), k.float(), v.float(), mask)
         else:
-            y = self.attend(q, k, v)
+            y = self.attend(q, k, v, mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
         return self.resid_dropout(self.c_proj(y))
 
-    def attend(self, q, k, v):
-        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S = T + past keys."""
-        T, S = q.size(2), k.size(2)
+    def attend(self, q, k, v, mask=None):
+        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), or where a
+        KV cache's buffers are the keys, as mask (T, S) allows."""
+        T = q.size(2)
         dropout_p = self.dropout if self.training else 0.0
         if self.manual or self.capture:
             # explicit scores: O(T^2) memory and FLOPs per head, the quadratic cost made visible
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            mask = self.mask[S - T:S, :S] if self.manual else \
-                torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-            att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+            causal = mask if mask is not None else self.mask[:T, :T] if self.manual else \
+                torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
             if self.capture:  # the probabilities themselves; the output below is the usual path's
                 self.att = att.detach()
         if self.manual:
             return self.attn_dropout(att) @ v
-        if T == S:  # no past: the ordinary causal mask
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        if T == 1:  # one new token sees every cached position
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-        # a chunk after a cached past: causal mask offset by the past
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None)
 
 
 class MLP(nn.Module):
@@ -224,8 +219,8 @@ class Block(nn.Module):
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, rope=None, kv_cache=None, layer=0):
-        x = x + self.attn(self.ln_1(x), rope, kv_cache, layer)
+    def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
+        x = x + self.attn(self.ln_1(x), rope, kv_cache, layer, pos, mask)
         x = x + self.mlp(self.ln_2(x))
         return x
 
@@ -303,30 +298,32 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, kv_cache=None):
         B, T = idx.size()
-        pos0 = kv_cache.pos if kv_cache is not None else 0
-        if pos0 + T > self.config.block_size:
+        pos0 = kv_cache.pos if kv_cache is not None else 0  # an int, or a tensor in a compiled step
+        if T > self.config.block_size or isinstance(pos0, int) and pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
+        pos, mask = torch.arange(T, device=idx.device) + pos0, None
+        if kv_cache is not None:  # each query sees the cache's keys up to its own position
+            mask = torch.arange(kv_cache.max_len, device=idx.device) <= pos[:, None]
+            kv_cache.pos = pos0 + T
         t = self.transformer
         x = t.wte(idx)
         rope = None
         if self.config.position == "learned":
-            x = x + t.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+            x = x + t.wpe(pos)
         elif self.config.position == "sinusoidal":
-            x = x + self.pos_table[pos0:pos0 + T]
+            x = x + self.pos_table[pos]
         else:
-            rope = (self.rope_cos[pos0:pos0 + T], self.rope_sin[pos0:pos0 + T])
+            rope = (self.rope_cos[pos], self.rope_sin[pos])
         x = t.drop(x)
         for layer, block in enumerate(t.h):
-            x = block(x, rope, kv_cache, layer)
+            x = block(x, rope, kv_cache, layer, pos, mask)
         x = t.ln_f(x)
-        if kv_cache is not None:
-            kv_cache.pos += T
         if targets is not None:
             logits = self.lm_head(x)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
             return logits, loss
-        # inference: only the last position's logits are needed (list index keeps the time dim)
-        return self.lm_head(x[:, [-1], :]), None
+        # inference: only the last position's logits are needed (a slice keeps the time dim)
+        return self.lm_head(x[:, -1:, :]), None
 
     def crop_block_size(self, block_size):
         """Shrink the context, e.g. to fine-tune GPT-2 (block 1024) with a smaller one."""
@@ -345,6 +342,14 @@ class GPT(nn.Module):
             if hasattr(block.attn, "mask"):
                 block.attn.mask = block.attn.mask[:block_size, :block_size]
 
+    def crop_vocab_size(self, vocab_size):
+        """Drop the ids past vocab_size, which a padded vocabulary adds (GPT-2's 50257 as 50304): never trained on,
+        so never sampled; the logits of the others are unchanged."""
+        wte, head = self.transformer.wte, self.lm_head
+        wte.weight = nn.Parameter(wte.weight[:vocab_size])
+        head.weight = wte.weight if self.config.tie_weights else nn.Parameter(head.weight[:vocab_size])
+        wte.num_embeddings = head.out_features = self.config.vocab_size = vocab_size
+
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW that decays the matrices (matmul weights, embeddings) but not biases and norm gains."""
         params = [p for p in self.parameters() if p.requires_grad]
@@ -354,24 +359,29 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
     @torch.no_grad()
-    def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
+    def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True,
+                        step=None):
         """
-        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy.
-        With use_cache, each token sends one position through the model; without, the whole context
-        is recomputed (the reference). Past block_size the context is cropped to its last block_size
-        tokens; every position then shifts, so the cache is rebuilt for that window.
+        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
+        use_cache, each token sends one position through the model; without, the whole context is recomputed (the
+        reference). Past block_size the context is cropped to its last block_size tokens; every position then
+        shifts, so the cache is rebuilt for that window. step: what runs the model once the cache exists (a
+        compiled copy of it): there shapes never change, and positions come as a tensor.
         """
-        block_size = self.config.block_size
+        block_size, step = self.config.block_size, self if step is None else step
         cache = None
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
-            elif cache is not None and cache.pos < block_size:
-                logits, _ = self(idx[:, -1:], kv_cache=cache)
-            else:  # first step, or the window moved: prefill the cache again from the window's start
-                cache = cache or KVCache(self.config.n_layer, block_size)
-                cache.pos = 0  # the buffers are reused; only their contents are rebuilt
+            elif cache is None:  # first step: prefill the cache with the prompt
+                cache = KVCache(self.config.n_layer, block_size)
                 logits, _ = self(idx[:, -block_size:], kv_cache=cache)
+                cache.pos = torch.tensor(cache.pos, device=idx.device) if step is not self else cache.pos
+                stored = min(idx.size(1), block_size)
+            else:  # one position; or, once the window has moved, the window again from position 0
+                full = stored == block_size
+                cache.pos, stored = cache.pos * (not full), block_size if full else stored + 1
+                logits, _ = step(idx[:, -block_size:].contiguous() if full else next_token, kv_cache=cache)
             next_token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
             idx = torch.cat((idx, next_token), dim=1)
             yield next_token

@@ -86,37 +86,49 @@ def main(argv=None):
     if cfg["dtype"] == "auto" and device_type == "cpu" and model.config.n_embd < 512:
         dtype_name = "float32"  # a token at a time, narrow models run slower in bf16 than in float32 (docs/cpu.md)
     log(loaded)
-    torch.manual_seed(cfg["seed"])
+    n = 1 if cfg["temperature"] == 0 else cfg["num_samples"]
+    if n < cfg["num_samples"]:
+        log(f"temperature=0 is greedy: all {cfg['num_samples']} samples would be this one")
     model.to(dev)
-    x = torch.tensor([ids], dtype=torch.long, device=dev)
-    if cfg["compile"]:
-        log("compiling the model (torch.compile): on a CPU this takes from seconds to a minute")
-        eager = model.forward
-        try:  # torch.compile is lazy: compiling happens, and fails, at the first call, so make it here
-            model.forward = torch.compile(eager)
+    x = torch.tensor([ids] * n, dtype=torch.long, device=dev)  # the samples as one batch: a step costs ~one sample's
+    generate = lambda k, step=None: model.generate_tokens(  # noqa: E731
+        x, k, cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"], step)
+    step = None
+    if cfg["compile"]:  # the steps after the prompt, in the shapes they always have: one token, or the whole window
+        log("compiling the model's steps (torch.compile): on a CPU this takes from seconds to a minute")
+        step, t = torch.compile(model, dynamic=False), time.time()
+        try:  # compiling happens (and fails) at the first calls: make them here, past the window's end
             with torch.no_grad(), autocast(device_type, dtype_name):
-                model(x[:, -model.config.block_size:])
+                for _ in generate(min(cfg["max_new_tokens"], model.config.block_size + 2), step):
+                    pass
+            log(f"compiled in {time.time() - t:.1f}s")
         except Exception as e:
-            model.forward = eager
+            step = None
             log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
-    t0 = time.time()
+    torch.manual_seed(cfg["seed"])
+    t0, rest = time.time(), [[] for _ in range(n - 1)]
+
+    def first_sample():  # the first sample's ids as they come; the others' kept, to print after it
+        for token in generate(cfg["max_new_tokens"], step):
+            row = token[:, 0].tolist()
+            for kept, i in zip(rest, row[1:]):
+                kept.append(i)
+            yield row[0]
     try:
-        for _ in range(cfg["num_samples"]):
-            with torch.no_grad(), autocast(device_type, dtype_name):
-                tokens = (t.item() for t in model.generate_tokens(
-                    x, cfg["max_new_tokens"], cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"]))
+        with torch.no_grad(), autocast(device_type, dtype_name):
+            for tokens in itertools.chain([first_sample()], rest):
                 shown = ""
                 for piece in itertools.chain([text], stream_decode(meta, tokens)):
                     piece = piece if shown else piece.lstrip("\n")  # a sample opens with text, not blank lines
                     shown = shown or piece
                     print(piece, end="", flush=True)
-            print("\n---------------", flush=True)
+                print("\n---------------", flush=True)
     except KeyboardInterrupt:
         print(flush=True)  # the stop's word gets a line of its own
         raise
-    n, dt = cfg["num_samples"] * cfg["max_new_tokens"], time.time() - t0
-    log(f"{n:,} tokens in {dt:.1f}s ({n / max(dt, 1e-9):,.0f} tokens/s, {device_type} {dtype_name}, "
-        f"use_cache={cfg['use_cache']})")
+    total, dt = n * cfg["max_new_tokens"], time.time() - t0
+    log(f"{total:,} tokens in {dt:.1f}s ({total / max(dt, 1e-9):,.0f} tokens/s, {device_type} {dtype_name}, "
+        f"use_cache={cfg['use_cache']}{', compiled' if step else ''})")
 
 
 if __name__ == "__main__":

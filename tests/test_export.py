@@ -151,8 +151,9 @@ def test_bpe_model_exports_gpt2_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
     tokenizer.gpt2_encoding.cache_clear()
     meta = tokenizer.gpt2_meta()
-    model = write_run(tmp_path / "run", meta, vocab_size=50304, n_embd=16, n_layer=1)  # padded, as nanoGPT
+    model = write_run(tmp_path / "run", meta, vocab_size=50304, n_embd=16, n_layer=1)  # padded, as train.py does
     export.main([f"--out_dir={tmp_path / 'run'}"])
+    model.crop_vocab_size(50257)  # as every tool reads it: the tokenizer's ids alone, their logits unchanged
     text = "Hello world!\n\n  It's 2026: naïve café, 日本語 😀<|endoftext|>The end   "
     check_folder(tmp_path / "run" / "hf", model, meta, text)
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "run" / "hf")

@@ -563,12 +563,28 @@ def test_under_autocast_q_k_v_and_the_cache_share_one_dtype(monkeypatch):
     """Rotary tables are float32; under bf16 autocast q and k must not be promoted to them while v stays bf16."""
     from model import CausalSelfAttention
     seen, attend = [], CausalSelfAttention.attend
-    monkeypatch.setattr(CausalSelfAttention, "attend", lambda self, q, k, v: seen.append((q.dtype, k.dtype, v.dtype))
-                        or attend(self, q, k, v))
+    monkeypatch.setattr(CausalSelfAttention, "attend", lambda self, q, k, v, mask: seen.append((q.dtype, k.dtype,
+                        v.dtype)) or attend(self, q, k, v, mask))
     model, cache = make(position="rope"), KVCache(2, 16)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.zeros(1, 3, dtype=torch.long), kv_cache=cache)
     assert set(seen) == {(torch.bfloat16,) * 3} and cache.k[0].dtype == cache.v[0].dtype == torch.bfloat16
+
+
+@pytest.mark.slow
+def test_a_compiled_step_gives_the_same_tokens_and_compiles_two_graphs_for_any_length():
+    """sample.py --compile=true: the steps after the prompt always have one of two shapes (a token, or the whole
+    window once it moves), positions come as a tensor: two graphs, none more per position, the same greedy tokens."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    model = make(position="rope", norm="rmsnorm")
+    prompt = torch.randint(0, 50, (2, 3), generator=torch.Generator().manual_seed(4))
+    step = torch.compile(model, dynamic=False)
+    for n in (30, 40):  # past block_size (16)
+        compiled = torch.cat([prompt, *model.generate_tokens(prompt, n, temperature=0, step=step)], dim=1)
+        assert torch.equal(compiled, model.generate(prompt, n, temperature=0))
+    assert counters["stats"]["unique_graphs"] == 2
 
 
 def test_parameter_counts_are_sizings():

@@ -156,6 +156,31 @@ def test_the_loop_waits_on_the_device_once_per_log_interval(tmp_path, data_dir, 
     assert waits[1] - waits[0] <= 2, waits
 
 
+TIKTOKEN = ROOT.parent / "shared" / "data" / "tiktoken"
+
+
+@pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
+def test_a_gpt2_bpe_model_from_scratch_has_a_padded_vocabulary_no_tool_samples(tmp_path, monkeypatch):
+    """50304 ids, as nanoGPT (fast GPU kernels for the head); loaded by any tool, the model has the tokenizer's 50257
+    again, with the same logits for them, so a padded id can be neither sampled nor decoded."""
+    import tokenizer
+    from checkpoint import load_model, model_from_checkpoint
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
+    tokenizer.gpt2_encoding.cache_clear()
+    tokenizer.prepare_text("To be, or not to be, that is the question. " * 300, "gpt2", tmp_path / "data")
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", data=tmp_path / "data", out=out).returncode == 0
+    padded = model_from_checkpoint(load_checkpoint(out / "ckpt.pt")).eval()
+    model, meta, _ = load_model(out_dir=str(out))
+    assert (padded.config.vocab_size, model.config.vocab_size, model.lm_head.out_features) == (50304, 50257, 50257)
+    idx = torch.tensor([tokenizer.load_tokenizer(meta)[0]("To be")])
+    with torch.no_grad():
+        assert torch.equal(model(idx)[0], padded(idx)[0][..., :50257])
+    result = run_script("sample.py", f"--out_dir={out}", "--num_samples=2", "--max_new_tokens=20", "--top_k=None")
+    assert result.returncode == 0, result.stderr
+    tokenizer.gpt2_encoding.cache_clear()
+
+
 def test_the_log_reports_mfu(tmp_path, data_dir):
     """nanoGPT's MFU, here against the matmul peak measured on this CPU: a fraction, and in the iteration line."""
     result = run_train("--max_iters=3", data=data_dir, out=tmp_path / "out")
@@ -246,6 +271,19 @@ def test_a_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert 1.5 <= ckpt["trained_seconds"] < 3 and ckpt["iter_num"] > 10
     last = [r for r in read_log(out / "log.jsonl") if "loss" in r][-1]
     assert last["lr"] < 2e-3  # near min_lr=1e-3, from the peak 1e-2
+
+
+@pytest.mark.slow
+def test_compiling_is_not_training(tmp_path, data_dir):
+    """--compile=true under a 2-second budget: compiling takes longer than that, yet the budget and the lr schedule
+    go to training steps, and the log says how long compiling took."""
+    out = tmp_path / "out"
+    result = run_train("--compile=true", "--max_iters=100000", "--lr_decay_iters=100000", "--eval_interval=100000",
+                       "--max_seconds=2", data=data_dir, out=out)
+    assert result.returncode == 0, result.stderr
+    compiled = float(result.stdout.split("compiled in ")[1].split("s")[0])
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert compiled > 2 and 2 <= ckpt["trained_seconds"] < 4 and ckpt["iter_num"] > 20
 
 
 def test_lr_schedule():
@@ -394,8 +432,10 @@ def test_two_processes_equal_one_with_the_same_global_batch(optimizer, tmp_path,
 
 
 @pytest.mark.slow
-def test_a_config_error_under_torchrun_is_one_line(tmp_path):
-    result = torchrun(tmp_path, tmp_path / "out", "--n_layr=2")
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "n_layer" in errors[0], result.stderr
-    assert not [line for line in result.stderr.splitlines() if "train.py" in line and "File" in line]
+def test_a_config_error_under_torchrun_is_one_line_every_time(tmp_path):
+    """Rank 0 speaks; the others, quiet, must not end first: torchrun would end rank 0 before it had spoken."""
+    for _ in range(3):
+        result = torchrun(tmp_path, tmp_path / "out", "--n_layr=2")
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "n_layer" in errors[0], result.stderr
+        assert not [line for line in result.stderr.splitlines() if "train.py" in line and "File" in line]
