@@ -23,15 +23,16 @@ import tempfile
 import time
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "99")  # else torch's profiler logs its every start and stop on stderr
-from device import autocast, resolve_device  # before torch: OpenMP's setting
+from device import autocast, peak_flops, resolve_device  # before torch: OpenMP's setting
 import torch
 from torch.nn import functional as F
 
 from configurator import ConfigError, configure, run
 from model import GPT, GPTConfig
 from muon import configure_muon
-from sizing import flops_per_token
-from tokenizer import find_meta
+from checkpoint import load_model
+from sizing import flops_per_token, forward_flops
+from tokenizer import char_meta, find_meta
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 COMMON = dict(
@@ -41,41 +42,45 @@ COMMON = dict(
     seed=1337,  # the random weights and tokens measured
     num_threads=0,  # torch CPU threads (the race: each side's); 0: torch's default (one per core)
     device="cpu")  # cpu | cuda | cuda:1 | auto
-MODEL = dict(  # nanoGPT's README CPU recipe's model
-    n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False, tie_weights=True,  # the model, as train.py's
-    norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # the model, as train.py's
-DEFAULTS = {
+MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False, tie_weights=True,
+             norm="layernorm", position="learned", attention="sdpa", activation="gelu_tanh")  # nanoGPT's CPU recipe
+DEFAULTS = {  # a key without a comment here is train.py's, explained there (and in --help)
     "peak": dict(
         repeats=5,  # timed calls (the race: runs each side), the median reported
         warmup=1,  # untimed calls before them
         dtype="float32",  # float32 | bfloat16 | auto (train.py's choice; train: autocast to it, MFU against its peak)
         peak_sizes="2048,3072,4096"),  # the square matmul sizes n the peak is the best of
     "train": dict(**MODEL, vocab_size=0,  # 0: the meta's in data_dir (or data/<dataset>), else 65
-                  dataset="", data_dir="",  # as train.py's keys: only their vocab_size is used
-                  batch_size=12, gradient_accumulation_steps=1,  # sequences per micro-batch, micro-batches per step
-                  compile=False,  # torch.compile the model (it compiles in the warm-up)
+                  dataset="", data_dir="", batch_size=12, gradient_accumulation_steps=1,
+                  compile=False,  # torch.compile the model (compiling happens in the untimed warm-up)
                   profile=False,  # also list the ops the time goes to (torch.profiler)
-                  optimizer="adamw",  # adamw | muon (Muon for the blocks' matrices, AdamW for the rest)
-                  weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99, grad_clip=1.0,  # the optimizer's, as train.py's
+                  optimizer="adamw", weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99, grad_clip=1.0,
                   dtype="auto", peak_sizes="2048,3072,4096", repeats=30, warmup=3),
     "sample": dict(**dict(MODEL, n_layer=6, n_head=6, n_embd=384, block_size=256, bias=True), vocab_size=65,
-                   new_tokens=255, prompt_len=1,  # greedy tokens generated per timed call, after a random prompt
+                   out_dir="",  # a training run to sample from, its ckpt.pt; "": random weights of the shape above
+                   new_tokens=0,  # greedy tokens per timed call; 0: as many as fill the window after the prompt
+                   prompt_len=1,  # random tokens the generation continues
                    init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
+                   compile=False,
                    dtype="auto", repeats=3, warmup=1),
-    "attention": dict(batch_size=1, n_head=6, head_size=64,  # q, k and v are (batch_size, n_head, T, head_size)
-                      t_min=128, t_max=4096,  # T: every power of 2 from t_min to t_max
+    "attention": dict(batch_size=1, n_head=6,
+                      head_size=64,  # q, k and v are (batch_size, n_head, T, head_size)
+                      t_min=128,  # T: every power of 2 from t_min ...
+                      t_max=4096,  # ... to t_max
                       backward=False,  # time forward and backward, not the forward alone
                       dtype="float32", repeats=5, warmup=3),
     "race": dict(nanogpt="",  # a nanoGPT checkout, its data/shakespeare_char prepared from glassgpt's text
                  glassgpt_config="config/tiny.py",  # glassgpt's side, raced against nanoGPT's README CPU recipe
                  nanogpt_iters=2000,  # the recipe's iterations
                  glassgpt_iters=0,  # > 0: glassgpt's run ends there (its lr decaying over them); 0: its config's
-                 nanogpt_eval_interval=50, eval_interval=25,  # each side's (the README's 250 is too coarse to time)
-                 thresholds="1.88,1.70,1.60", repeats=1),  # the val losses each side is timed to
+                 nanogpt_eval_interval=50,  # nanoGPT's eval_interval (the README's 250 is too coarse to time)
+                 eval_interval=25,  # glassgpt's, likewise
+                 thresholds="1.88,1.70,1.60",  # the val losses each side is timed to
+                 repeats=1),
 }
 QUICK = {"peak": dict(repeats=3, peak_sizes="256,512"),
          "train": dict(repeats=5, peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
-         "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, new_tokens=40),
+         "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64),
          "attention": dict(repeats=3, n_head=2, head_size=32, t_min=64, t_max=1024),
          "race": dict(nanogpt_iters=100, glassgpt_iters=100)}
 
@@ -170,27 +175,76 @@ def bench_train(cfg):
     return r, lines
 
 
+def memory_bandwidth(device):
+    """Bytes a second the memory moves: copies of 256 MB, each read and written."""
+    a = torch.empty(2 ** 26, device=device)
+    b = torch.empty_like(a)
+    return 2 * a.nbytes / median_time(lambda: b.copy_(a), 5, 1, device)
+
+
+def hugging_face(model, meta, device):
+    """transformers' model of the same weights (export.py's folder, read back), or None without transformers."""
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError:
+        return None
+    from checkpoint import quiet_transformers
+    from export import export_hf
+    quiet_transformers()
+    with tempfile.TemporaryDirectory() as folder:
+        export_hf(model.cpu(), meta, folder, "bench")
+        return AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+
+
 def bench_sample(cfg):
-    config, device, n_new, n_prompt = GPTConfig.from_dict(cfg), cfg["device"], cfg["new_tokens"], cfg["prompt_len"]
-    model = GPT(config).to(device).eval()
-    with torch.no_grad():  # GPT-2's init gives near-uniform logits: sharper weights make greedy tokens vary
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, cfg["init_std"])
-    prompt, out = torch.randint(0, config.vocab_size, (1, n_prompt), device=device), {}
-    def generate(use_cache):
-        with autocast(torch.device(device).type, cfg["dtype"]):
-            out[use_cache] = model.generate(prompt, n_new, temperature=0.0, use_cache=use_cache)
-    dt = {c: median_time(lambda: generate(c), cfg["repeats"], cfg["warmup"], device) for c in (True, False)}
-    same = torch.equal(out[True], out[False])
-    r = {"model": vars(config), "cache_tokens_per_s": n_new / dt[True], "recompute_tokens_per_s": n_new / dt[False],
-         "speedup": dt[False] / dt[True], "identical": same, "distinct_tokens": len(set(out[True][0].tolist()))}
-    return r, [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
-               f"{config.vocab_size} (weights re-drawn with std {cfg['init_std']}), {n_new} greedy tokens from a "
-               f"{n_prompt}-token prompt, {cfg['dtype']}",
-               f"{'cache tok/s':>12}{'recompute tok/s':>17}{'speedup':>9}{'identical':>11}{'distinct':>10}",
-               f"{r['cache_tokens_per_s']:12,.0f}{r['recompute_tokens_per_s']:17,.0f}{r['speedup']:8.1f}x"
-               f"{str(same):>11}{r['distinct_tokens']:>10}"]
+    """Greedy tokens/s of one sample: generate with the KV cache, recomputing the context, with sample.py's compiled
+    steps (--compile=True), and transformers' generate on the same weights exported (where transformers is); beside
+    the limits the arithmetic sets: a token's FLOPs at the matmul peak, its weights' bytes at the memory's speed."""
+    device, n_prompt = cfg["device"], cfg["prompt_len"]
+    if cfg["out_dir"]:
+        model, meta, _ = load_model("resume", cfg["out_dir"])
+    else:
+        model = GPT(GPTConfig.from_dict(cfg)).eval()
+        meta = char_meta("".join(chr(256 + i) for i in range(cfg["vocab_size"])))
+        with torch.no_grad():  # GPT-2's init gives near-uniform logits: sharper weights make greedy tokens vary
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.normal_(0.0, cfg["init_std"])
+    config, runs, tokens, tokens_per_s = model.config, {}, {}, {}
+    n_new = cfg["new_tokens"] or config.block_size - n_prompt  # transformers' GPT-2 cannot go past the window
+    hf = hugging_face(model, meta, device)
+    model.to(device)
+    prompt = torch.randint(0, config.vocab_size, (1, n_prompt), device=device)
+    runs["KV cache"] = lambda: model.generate(prompt, n_new, temperature=0)
+    runs["recompute"] = lambda: model.generate(prompt, n_new, temperature=0, use_cache=False)
+    if cfg["compile"]:  # compiled in the warm-up, untimed
+        step = torch.compile(model, dynamic=False)
+        runs["compiled"] = lambda: torch.cat([prompt, *model.generate_tokens(prompt, n_new, temperature=0, step=step)], 1)
+    if hf is not None:
+        runs["transformers"] = lambda: hf.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
+                                                   pad_token_id=0)
+    for name, generate in runs.items():
+        def timed(name=name, generate=generate):
+            with torch.no_grad(), autocast(torch.device(device).type, cfg["dtype"]):
+                tokens[name] = generate()
+        tokens_per_s[name] = n_new / median_time(timed, cfg["repeats"], cfg["warmup"], device)
+    flops = forward_flops(config, n_prompt + n_new // 2)["total"]  # at the average context
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # batch 1 reads each once a token
+    peak, bandwidth = peak_flops(torch.device(device).type, cfg["dtype"]), memory_bandwidth(device)
+    r = {"model": vars(config), "new_tokens": n_new, "tokens_per_s": tokens_per_s,
+         "identical": all(torch.equal(t.cpu(), tokens["KV cache"].cpu()) for t in tokens.values()),
+         "distinct_tokens": len(set(tokens["KV cache"][0].tolist())), "flops_per_token": flops,
+         "weight_bytes_per_token": weights, "flop_limit_tokens_per_s": peak / flops,
+         "memory_limit_tokens_per_s": bandwidth / weights}
+    lines = [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
+             f"{config.vocab_size} ({cfg['out_dir'] or 'random weights, std ' + str(cfg['init_std'])}), {n_new} greedy "
+             f"tokens from a {n_prompt}-token prompt, {cfg['dtype']}, identical tokens: {r['identical']}"]
+    lines += [f"  {name:<14}{v:9,.0f} tokens/s" + (f"  (KV cache / transformers: {tokens_per_s['KV cache'] / v:.2f}x)"
+              if name == "transformers" else "") for name, v in tokens_per_s.items()]
+    lines += [f"limits: {flops / 1e6:.2f} MFLOP a token at the matmul peak of {peak / 1e9:.0f} GFLOP/s: "
+              f"{r['flop_limit_tokens_per_s']:,.0f} tokens/s; {weights / 2**20:.1f} MiB of weights a token at "
+              f"{bandwidth / 1e9:.1f} GB/s: {r['memory_limit_tokens_per_s']:,.0f} tokens/s"]
+    return r, lines
 
 
 ATTENTION = {  # model.py's two paths: the explicit T x T scores, masked and softmaxed, or torch's fused kernel
@@ -246,7 +300,7 @@ def bench_attention(cfg):
 RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20", "--log_interval=1",
           "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4", "--n_embd=128", "--dropout=0.0"]
 SAME = "glassgpt, same command"  # glassgpt's train.py given nanoGPT's command (and nanoGPT's bias=False)
-THREE_MINUTES = 180.0  # glassgpt's target: its val loss after this many seconds of training steps
+THREE_MINUTES = 180.0  # the main job's budget: glassgpt's val loss after this many seconds of training steps
 EVAL_LINE = re.compile(r"^step (\d+): train loss \S+, val loss ([\d.naif]+)")  # both sides print these two
 ITER_LINE = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms")
 TOKENS = re.compile(r"([\d,]+) tokens per iteration|tokens per iteration will be: ([\d,]+)")  # glassgpt's, nanoGPT's
@@ -322,7 +376,7 @@ def bench_race(cfg, plan):
 
 
 def race_report(runs, thresholds, cfg):
-    """Each side's figures (medians over the repeats), the targets' figures, and the report's lines."""
+    """Each side's figures (medians over the repeats), the race's four comparisons, and the report's lines."""
     med = lambda xs: statistics.median(xs) if xs and None not in xs else None  # noqa: E731
     first_at = lambda r, t: next((r["before"][e["iter"]] for e in r["evals"] if e["val_loss"] <= t), None)  # noqa: E731
     sides = {name: {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs],
@@ -350,22 +404,22 @@ def race_report(runs, thresholds, cfg):
         row("whole run (wall)", [f"{s['train_s']:.1f} ({s['wall_s']:.1f})" for s in sides.values()]),
         row("final val loss", [f"{s['final_val']:.4f}" for s in sides.values()]),
         f"glassgpt's time to val <= {first} / nanoGPT's whole run: "
-        f"{fmt(t['time_to_first_threshold_over_nanogpt_run'], '.3f')} (target: <= 1/3)",
+        f"{fmt(t['time_to_first_threshold_over_nanogpt_run'], '.3f')}",
         f"glassgpt's val loss when nanoGPT's run ends ({ng['train_s']:.1f} s of training): "
-        f"{fmt(t['glassgpt_val_at_nanogpt_end'], '.4f')} (target: <= 1.60)",
+        f"{fmt(t['glassgpt_val_at_nanogpt_end'], '.4f')}",
         f"glassgpt's val loss after {THREE_MINUTES:g} s of training{short}: "
-        f"{fmt(t['glassgpt_val_at_3_minutes'], '.4f')} (target: <= 1.55)"]
+        f"{fmt(t['glassgpt_val_at_3_minutes'], '.4f')}"]
     lines += [f"the same step (nanoGPT's model and batch), glassgpt / nanoGPT tokens/s (nanoGPT's step time / "
-              f"glassgpt's): {fmt(t['same_step_tokens_per_s_ratio'])}x (target: >= 1.3)"] * bool(same)
-    return {"sides": sides, "targets": t, "thresholds": thresholds}, lines
+              f"glassgpt's): {fmt(t['same_step_tokens_per_s_ratio'])}x"] * bool(same)
+    return {"sides": sides, "comparisons": t, "thresholds": thresholds}, lines
 
 
 def check(cfg):
     """Each mode's checks, before any output, so that bad input is one line alone; the race's plan."""
-    low = [k for k in ("repeats", "warmup", "batch_size", "gradient_accumulation_steps", "n_head", "new_tokens",
-                       "prompt_len", "head_size", "t_min") if cfg.get(k, 1) < 1]
+    low = [(k, 1) for k in ("repeats", "warmup", "batch_size", "gradient_accumulation_steps", "n_head", "prompt_len",
+                            "head_size", "t_min") if cfg.get(k, 1) < 1] + [("new_tokens", 0)] * (cfg.get("new_tokens", 0) < 0)
     if low:
-        raise ConfigError(f"{low[0]} must be >= 1, got {cfg[low[0]]}")
+        raise ConfigError(f"{low[0][0]} must be >= {low[0][1]}, got {cfg[low[0][0]]}")
     if "peak_sizes" in cfg and not all(s.strip().isdigit() and int(s) > 0 for s in cfg["peak_sizes"].split(",")):
         raise ConfigError(f"peak_sizes must be comma-separated integers >= 1, got {cfg['peak_sizes']!r}")
     if cfg["mode"] == "train":
@@ -390,7 +444,7 @@ def main(argv=None):
         raise ConfigError(f"mode must be one of {', '.join(DEFAULTS)}, got {mode!r}")
     defaults = {**COMMON, **DEFAULTS[mode]}
     sections = [("every mode", COMMON)] + [(f"--mode={m}", DEFAULTS[m]) for m in (modes[-1:] or DEFAULTS)]
-    cfg = configure(defaults, argv, strict_files=False, sections=sections)
+    cfg = configure(defaults, argv, strict_files=False, sections=sections, sources=[f"{REPO}/model.py", f"{REPO}/train.py"])
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
     cfg["mode"] = mode

@@ -220,6 +220,10 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
     nanoGPT's meta.pkl, or a folder with one), "" finds it. Every failure is a ConfigError."""
     if init_from == "resume":
         path = checkpoint_path(out_dir, ckpt)
+        if not os.path.isfile(path):  # what to do next: the runs here, or how to make one
+            runs = sorted(d for d in os.listdir(".") if os.path.isfile(os.path.join(d, "ckpt.pt")))
+            raise ConfigError(f"no checkpoint at {path}: " + (f"the runs here are {', '.join(runs)} (--out_dir=...)"
+                              if runs else "train one first, e.g. python train.py config/tiny.py (out_dir out-tiny)"))
         checkpoint = load_checkpoint(path)
         try:
             model = model_from_checkpoint(checkpoint)

@@ -85,9 +85,10 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
             key, eq, text = arg[2:].partition("=")
             if key not in defaults:
                 raise _unknown(key, defaults, "on the command line")
-            if not eq:
+            if not eq and not isinstance(defaults[key], bool):
                 raise ConfigError(f"expected --key=value, got '{arg}'")
-            value = text if isinstance(defaults[key], str) else _parse(text)  # --out_dir=123 is a folder name
+            # a bare --flag is True; --out_dir=123 is a folder name, not a number
+            value = True if not eq else text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
             given[key] = "on the command line"
             typed.add(key)
@@ -126,7 +127,8 @@ def config_keys(namespace):
 
 def key_comments(path):
     """{key: the comment on the line that sets it}, from a script's module-level `key = value  # meaning` lines,
-    dataclass fields and `dict(key=value,  # meaning)` entries (not from inside functions)."""
+    dataclass fields and `dict(key=value,  # meaning)` entries (not from inside functions). A line that sets
+    several keys explains none: its comment cannot say which."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
     comments = {t.start[0]: t.string.lstrip("#").strip()
@@ -142,9 +144,9 @@ def key_comments(path):
                 found.append((node.lineno, node.target.id))
             elif isinstance(node, ast.keyword) and node.arg:
                 found.append((node.lineno, node.arg))
-    meanings = {}
+    meanings, lines = {}, [line for line, _ in found]
     for line, name in sorted(found):
-        if line in comments:
+        if line in comments and lines.count(line) == 1:
             meanings.setdefault(name, comments[line])
     return meanings
 
@@ -159,7 +161,7 @@ def help_text(script, sections, sources=()):
         meanings.update(key_comments(path))
     out = [doc.strip(), "", "Keys are set by config files (Python: key = value) and --key=value, left to right."]
     for title, keys in sections:
-        shown = {k: f"--{k}={v}" for k, v in keys.items()}
+        shown = {k: f"--{k}={v!r}" if isinstance(v, str) and not v.isprintable() else f"--{k}={v}" for k, v in keys.items()}
         width = min(max(map(len, shown.values()), default=0), 34)
         out += ["", f"{title}:"] + [f"  {shown[k]:<{width}}  {meanings.get(k, '')}".rstrip() for k in keys]
     return "\n".join(out)

@@ -96,6 +96,27 @@ def peak_flops(device_type, dtype):
     return 2 * 1024 ** 3 / best
 
 
+@contextlib.contextmanager
+def compiling():
+    """Around torch.compile's first calls, where it compiles. A stop there (Ctrl-C reaches the C++ compiler too) or a
+    failure takes away what the compile wrote to inductor's cache: a 0-byte .so it left broke every later compiled
+    run. A failure is then one line that says what to do."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    start = time.time() - 1  # a file's time comes from a coarser clock than time.time()
+    try:
+        yield
+    except BaseException as e:
+        for folder, _, files in os.walk(cache_dir()):
+            for path in (os.path.join(folder, name) for name in files):
+                with contextlib.suppress(OSError):
+                    if os.path.getmtime(path) >= start:
+                        os.remove(path)
+        if isinstance(e, Exception) and not isinstance(e, ConfigError):
+            raise ConfigError(f"torch.compile failed ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]})"
+                              f"; its cache is {cache_dir()}: try again, or run with --compile=false") from None
+        raise
+
+
 def autocast(device_type, dtype):
     """Matmuls in the low-precision dtype, softmax and norms kept in float32; nothing to do in float32."""
     if dtype == "float32":

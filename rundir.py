@@ -11,10 +11,12 @@ Nothing is written until the run has trained its first iteration: a run stopped 
 out_dir as it found it. From then on the run holds a lock on out_dir: a second run into it is refused.
 """
 
+import contextlib
 import json
 import math
 import os
 import sys
+import tempfile
 import time
 
 try:
@@ -30,12 +32,21 @@ RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")
 
 
 def check_writable(out_dir):
-    """A one-line ConfigError now, before training, where out_dir cannot take files."""
-    there = os.path.abspath(out_dir)
+    """A one-line ConfigError now, before training, where out_dir cannot take files: the folder is made and a file
+    written in it, then what was made is taken away again (a run stopped before its first iteration leaves none)."""
+    made, there = [], os.path.abspath(out_dir)
     while not os.path.exists(there):
+        made.append(there)
         there = os.path.dirname(there)
-    if not os.path.isdir(there) or not os.access(there, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write to out_dir={out_dir}: {there} is not a writable folder")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        tempfile.TemporaryFile(dir=out_dir).close()
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir={out_dir}: {e.strerror or e}") from None
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
 
 def move_aside(out_dir):

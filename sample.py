@@ -13,7 +13,7 @@ import itertools
 import sys
 import time
 
-from device import autocast, resolve_device  # before torch: OpenMP's setting
+from device import autocast, compiling, resolve_device  # before torch: OpenMP's setting
 import torch
 
 from checkpoint import load_model
@@ -98,13 +98,13 @@ def main(argv=None):
         log("compiling the model's steps (torch.compile): on a CPU this takes from seconds to a minute")
         step, t = torch.compile(model, dynamic=False), time.time()
         try:  # compiling happens (and fails) at the first calls: make them here, past the window's end
-            with torch.no_grad(), autocast(device_type, dtype_name):
+            with compiling(), torch.no_grad(), autocast(device_type, dtype_name):
                 for _ in generate(min(cfg["max_new_tokens"], model.config.block_size + 2), step):
                     pass
             log(f"compiled in {time.time() - t:.1f}s")
         except Exception as e:
             step = None
-            log(f"warning: torch.compile failed ({type(e).__name__}), running uncompiled")
+            log(f"warning: {e}; running uncompiled")
     torch.manual_seed(cfg["seed"])
     t0, rest = time.time(), [[] for _ in range(n - 1)]
 

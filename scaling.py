@@ -364,7 +364,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     sys.stdout.reconfigure(line_buffering=True)  # a sweep's progress shows as it comes, through a pipe too
     sweeping = argv[:1] == ["sweep"]
-    args = ["--quick=true" if a == "--quick" else a for a in argv[sweeping:]]  # the documented bare --quick
+    args = argv[sweeping:]
     if args and not sweeping and not any(a in HELP for a in args):
         raise ConfigError(f"scaling.py takes no arguments (the figures), or sweep and its --key=value; got {args[0]!r}")
     cfg = configure(SWEEP, args)

@@ -21,7 +21,7 @@ import sys
 import time
 from contextlib import nullcontext
 
-from device import autocast, check_fits, peak_flops, resolve_device  # before torch: OpenMP's setting
+from device import autocast, check_fits, compiling, peak_flops, resolve_device  # before torch: OpenMP's setting
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -281,7 +281,7 @@ def main():
         raw_model.compile()  # in place: the weights keep their names
     log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta,
                  wandb=dict(project=wandb_project, name=wandb_run_name, config=config) if wandb_log and master else None)
-    start_iter, stopped = iter_num, False
+    start_iter, stopped, worse = iter_num, False, 0  # worse: evals since the val loss improved (None: said so)
     flops_per_iter, peak = flops_per_token(raw_model.config, block_size) * tokens_per_iter, peak_flops(device_type, dtype)
 
     def say(message):
@@ -328,11 +328,13 @@ def main():
         f"{len(train_data):,} tokens, val {len(val_data):,} | {init_from} at iter {iter_num} | {device} {dtype}"
         f"{' compiled' if compiled else ''} | {world_size} process(es){' (fsdp)' * (fsdp and world_size > 1)} x "
         f"{torch.get_num_threads()} thread(s) | {tokens_per_iter:,} tokens per iteration")
-    if compiled and not eval_only:  # compiling is not training: it happens here, untimed, on one micro-batch
-        t, before = time.time(), rng_state()
-        with ctx:
-            _, loss = model(*get_windows(train_data, np.arange(batch_size)))
-        loss.backward()
+    if compiled:  # compiling is not training: a step's graph and an eval's compile here, untimed, on one micro-batch
+        t, before, (x, y) = time.time(), rng_state(), get_windows(train_data, np.arange(batch_size))
+        with compiling(), ctx:
+            model(x, y)[1].backward()
+            with torch.no_grad():
+                model.eval()(x, y)
+        model.train()
         opt.zero_grad(set_to_none=True)
         set_rng_state(before)
         say(f"compiled in {time.time() - t:.1f}s (not counted as training)")
@@ -355,6 +357,11 @@ def main():
             if iter_num > start_iter:  # at the start there is nothing new to save
                 improved = losses["val"] < best_val_loss
                 best_val_loss = min(best_val_loss, losses["val"])
+                worse = None if worse is None else 0 if improved else worse + 1
+                if worse == 3:  # three evals since the best: the model learns the train split, not the text
+                    say(f"the val loss has not improved on {best_val_loss:.4f} for 3 evals (train loss now "
+                        f"{losses['train']:.4f}): overfitting; best.pt keeps the best (docs/training.md)")
+                    worse = None  # said once
                 if improved or always_save_checkpoint:
                     save(*["ckpt.pt"] + (["best.pt"] if improved else []))
         if last or eval_only:

@@ -14,8 +14,8 @@ import pytest
 
 import bench
 from conftest import run_script
-from model import GPTConfig
-from sizing import flops_per_token
+from model import GPT, GPTConfig
+from sizing import flops_per_token, forward_flops
 
 ROOT = Path(__file__).absolute().parent.parent
 
@@ -75,12 +75,18 @@ def test_train_times_train_pys_muon_step(tmp_path):
     assert r["optimizer"] in out
 
 
-def test_sample_cache_matches_recompute(tmp_path):
+def test_sample_races_the_cache_recompute_and_transformers_on_the_same_tokens(tmp_path):
+    """The decode race: glassgpt's generate (KV cache, recomputing) and transformers' on the same weights exported,
+    the same greedy tokens, beside the arithmetic's limits."""
+    pytest.importorskip("transformers")
     r, out = run_bench(tmp_path, "--mode=sample", "--dtype=float32")
     assert r["identical"] is True and r["distinct_tokens"] > 3  # sharp random weights: greedy tokens vary
-    assert r["cache_tokens_per_s"] > 0 and r["recompute_tokens_per_s"] > 0
-    assert r["speedup"] == pytest.approx(r["cache_tokens_per_s"] / r["recompute_tokens_per_s"])
-    assert "recompute tok/s" in out and "float32" in out
+    assert set(r["tokens_per_s"]) == {"KV cache", "recompute", "transformers"} and r["new_tokens"] == 63
+    assert all(v > 0 for v in r["tokens_per_s"].values()) and "transformers" in out
+    config = GPTConfig(**r["model"])
+    assert r["flops_per_token"] == forward_flops(config, 1 + 63 // 2)["total"]
+    assert r["weight_bytes_per_token"] == 4 * GPT(config).get_num_params(non_embedding=False)
+    assert 0 < r["memory_limit_tokens_per_s"] < r["flop_limit_tokens_per_s"]  # one token at a time: memory-bound
 
 
 def test_attention_time_and_memory_against_T(tmp_path):
@@ -113,7 +119,7 @@ def test_help_lists_a_modes_keys():
     (["--mode=train", "--n_head=3"], "divisible by n_head=3"),
     (["--mode=train", "--data_dir=NOPE"], "no meta.json"),
     (["--mode=sample", "--new_tokens=lots"], "expects int, got 'lots'"),
-    (["--mode=sample", "--new_tokens=0"], "new_tokens must be >= 1"),
+    (["--mode=sample", "--new_tokens=-1"], "new_tokens must be >= 0"),
     (["--mode=attention", "--t_min=100", "--t_max=120"], "no power of 2 between t_min=100 and t_max=120"),
     (["--mode=peak", "--json=/nonexistent/bench.json"], "cannot write --json=/nonexistent/bench.json"),
     (["--mode=race", "--nanogpt="], "is not a nanoGPT checkout"),
@@ -176,8 +182,8 @@ def test_a_side_is_read_from_nanogpts_lines(tmp_path):
                                       {"repeats": 1, "quick": False, "glassgpt_config": "gg.py"})
     assert result["sides"]["nanoGPT"]["thresholds"] == {"1.88": pytest.approx(0.16), "1.60": pytest.approx(0.20),
                                                         "0.50": None}
-    assert result["targets"]["time_to_first_threshold_over_nanogpt_run"] == pytest.approx(0.16 / 0.21)
-    assert result["targets"]["glassgpt_val_at_nanogpt_end"] == pytest.approx(1.25)
+    assert result["comparisons"]["time_to_first_threshold_over_nanogpt_run"] == pytest.approx(0.16 / 0.21)
+    assert result["comparisons"]["glassgpt_val_at_nanogpt_end"] == pytest.approx(1.25)
     assert any("not reached" in line for line in lines)
     with pytest.raises(bench.ConfigError, match="nanoGPT failed"):  # no lines of its own: said, not summed to 0
         bench.run_side("nanoGPT", [sys.executable, "-c", "print('hello')"], ng, None)
@@ -228,6 +234,6 @@ def test_quick_race_against_a_fake_nanogpt(tmp_path):
     assert [e["iter"] for e in gg["runs"][0]["evals"]] == [0, 4, 8, 12]  # the race's eval spacing
     assert gg["final_val"] < 1.88 and 0 < gg["thresholds"]["1.88"] <= gg["train_s"]  # an easy stream to learn
     assert (same["iters"], same["tokens_per_iter"]) == (20, 12 * 64)  # the recipe's model and batch
-    assert r["targets"]["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / 76800, rel=1e-3)
-    assert r["targets"]["glassgpt_val_at_3_minutes"] == gg["final_val"]  # all of its run is inside 3 minutes
+    assert r["comparisons"]["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / 76800, rel=1e-3)
+    assert r["comparisons"]["glassgpt_val_at_3_minutes"] == gg["final_val"]  # all of its run is inside 3 minutes
     assert "a quick race (--quick)" in out and "the same step (nanoGPT's model and batch)" in out

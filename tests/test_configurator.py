@@ -1,6 +1,7 @@
 """configurator.py: config files and --key=value, checked; --help from the comments; run()'s one-line errors."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,12 +76,36 @@ def test_key_comments_read_the_comment_beside_each_default(tmp_path):
     assert key_comments(f) == {"a": "the a", "c": "the c", "d": "the d"}
 
 
-@pytest.mark.parametrize("script", ["train.py", "sample.py", "bench.py", "sizing.py", "scaling.py", "lens.py",
-                                    "export.py", "data/shakespeare_char/prepare.py", "data/text/prepare.py",
-                                    "data/shakespeare/prepare.py", "data/openwebtext/prepare.py"])
+COMMANDS = ["train.py", "sample.py", "bench.py", "sizing.py", "scaling.py", "lens.py", "export.py",
+            "data/shakespeare_char/prepare.py", "data/text/prepare.py", "data/shakespeare/prepare.py",
+            "data/openwebtext/prepare.py"]
+
+
+@pytest.mark.parametrize("script", COMMANDS)
 def test_every_command_answers_help(script):
     result = run_script(script, "--help")
     assert result.returncode == 0 and "--" in result.stdout and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("script", COMMANDS)
+def test_help_gives_each_key_a_line_and_a_meaning_of_its_own(script):
+    """A comment shared by two keys describes at least one of them wrongly; a value's line break breaks its line."""
+    out = run_script(script, "--help").stdout
+    meanings = {}
+    for line in out[out.index("Keys are set by"):].splitlines()[1:]:
+        if line and not line.endswith(":"):
+            key = re.match(r"^  --(\w+)=(.*?)(?:  +(.*))?$", line)
+            assert key, f"not a key's line: {line!r}"
+            if key[3]:
+                meanings.setdefault(key[3], set()).add(key[1])
+    shared = {m: keys for m, keys in meanings.items() if len(keys) > 1}
+    assert not shared, shared
+
+
+def test_a_bare_flag_is_true_for_a_boolean_key_only():
+    assert configure({"quick": False, "n": 1}, ["--quick"]) == {"quick": True, "n": 1}
+    with pytest.raises(ConfigError):
+        configure({"quick": False, "n": 1}, ["--n"])
 
 
 def test_run_makes_bad_input_one_line_and_exit_2(tmp_path):

@@ -92,6 +92,14 @@ def test_bad_config_is_one_line_exit_2(args, word, tmp_path, data_dir):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_out_dir_that_cannot_be_made_is_one_line_before_any_work(tmp_path, data_dir):
+    (tmp_path / "file").write_text("not a folder")
+    for out in ("/proc/glassgpt", tmp_path / "file" / "out"):
+        assert "out_dir" in assert_one_line_error(run_train(data=data_dir, out=out))
+    assert run_train("--max_iters=0", data=data_dir, out=tmp_path / "a" / "b").returncode == 0
+    assert not (tmp_path / "a").exists()  # made to check it, taken away: nothing trained, nothing left
+
+
 def test_missing_dataset_and_missing_or_corrupt_checkpoint(tmp_path, data_dir):
     assert_one_line_error(run_train(data=tmp_path / "nowhere", out=tmp_path / "out"))
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=tmp_path / "out"))
@@ -273,6 +281,29 @@ def test_a_time_budget_ends_the_run_with_the_lr_decayed(tmp_path, data_dir):
     assert last["lr"] < 2e-3  # near min_lr=1e-3, from the peak 1e-2
 
 
+@pytest.mark.parametrize("how", ["stop", "failure"])
+def test_a_stop_or_failure_while_compiling_leaves_no_half_written_cache(how, tmp_path, data_dir, monkeypatch):
+    """Ctrl-C reaches the C++ compiler too: a 0-byte .so it left in inductor's cache broke every later compiled run.
+    What the interrupted compile wrote is taken away, what was there before stays; a failure is one line."""
+    cache = tmp_path / "inductor"
+    (cache / "old").mkdir(parents=True)
+    (cache / "old" / "kept.so").write_bytes(b"\x7fELF")
+    os.utime(cache / "old" / "kept.so", (time.time() - 60,) * 2)  # written by a compile a minute ago
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+
+    def compiled(*args, **kwargs):  # what a compile cut short does: a file half written, then the stop or the error
+        (cache / "new").mkdir(exist_ok=True)
+        (cache / "new" / "half.so").write_bytes(b"")
+        raise SystemExit(130) if how == "stop" else RuntimeError("no C++ compiler")
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self: setattr(self, "_compiled_call_impl", compiled))
+    result = run_train("--compile=true", "--max_iters=2", data=data_dir, out=tmp_path / "out")
+    if how == "stop":
+        assert result.returncode == 130
+    else:
+        assert "--compile=false" in assert_one_line_error(result)
+    assert not (cache / "new" / "half.so").exists() and (cache / "old" / "kept.so").exists()
+
+
 @pytest.mark.slow
 def test_compiling_is_not_training(tmp_path, data_dir):
     """--compile=true under a 2-second budget: compiling takes longer than that, yet the budget and the lr schedule
@@ -284,6 +315,17 @@ def test_compiling_is_not_training(tmp_path, data_dir):
     compiled = float(result.stdout.split("compiled in ")[1].split("s")[0])
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert compiled > 2 and 2 <= ckpt["trained_seconds"] < 4 and ckpt["iter_num"] > 20
+
+
+def test_a_run_that_overfits_says_so_once(tmp_path):
+    """Random tokens: 300 to memorise, others to validate on; the val loss turns up early and the run says so, once."""
+    rng, data = np.random.default_rng(0), tmp_path / "data"
+    make_dataset(data)
+    rng.integers(0, VOCAB, 300).astype("uint16").tofile(data / "train.bin")
+    rng.integers(0, VOCAB, 800).astype("uint16").tofile(data / "val.bin")
+    result = run_train("--max_iters=60", "--eval_interval=4", "--n_embd=32", "--max_seconds=0", data=data,
+                       out=tmp_path / "out")
+    assert result.returncode == 0 and result.stdout.count("overfitting") == 1, result.stdout
 
 
 def test_lr_schedule():
