@@ -128,7 +128,7 @@ def main(argv=None):
         raise
     total, dt = n * cfg["max_new_tokens"], time.time() - t0
     log(f"{total:,} tokens in {dt:.1f}s ({total / max(dt, 1e-9):,.0f} tokens/s, {device_type} {dtype_name}, "
-        f"use_cache={cfg['use_cache']}{', compiled' if step else ''})")
+        f"use_cache={cfg['use_cache']}{', compiled' if step is not None else ''})")
 
 
 if __name__ == "__main__":

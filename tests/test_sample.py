@@ -127,6 +127,16 @@ def test_compile_falls_back_to_the_same_text(run, monkeypatch):
     assert compiled == eager and "RuntimeError" in err
 
 
+@pytest.mark.slow
+def test_compiled_steps_give_the_same_samples(run):
+    """sample.py --compile=true, for real, past block_size (32): the eager run's text, sampled as well as greedy."""
+    for args in (["--temperature=0"], ["--num_samples=2"]):
+        args = [f"--out_dir={run}", "--max_new_tokens=50", *args]
+        eager, _ = sample(*args)
+        compiled, err = sample(*args, "--compile=true")
+        assert compiled == eager and "compiled in" in err and "warning" not in err, err
+
+
 def test_help():
     result = run_script("sample.py", "--help")
     assert result.returncode == 0 and "--temperature=0.8" in result.stdout and "--top_k=200" in result.stdout
