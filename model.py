@@ -365,23 +365,22 @@ class GPT(nn.Module):
         Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
         use_cache, each token sends one position through the model; without, the whole context is recomputed (the
         reference). Past block_size the context is cropped to its last block_size tokens; every position then
-        shifts, so the cache is rebuilt for that window. step: what runs the model once the cache exists (a
-        compiled copy of it): there shapes never change, and positions come as a tensor.
+        shifts, so from there on the window is recomputed, as without the cache. step: what runs the model after
+        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor.
         """
         block_size, step = self.config.block_size, self if step is None else step
         cache = None
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
+            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again
+                logits, _ = step(idx[:, -block_size:].contiguous())
             elif cache is None:  # first step: prefill the cache with the prompt
                 cache = KVCache(self.config.n_layer, block_size)
-                logits, _ = self(idx[:, -block_size:], kv_cache=cache)
+                logits, _ = self(idx, kv_cache=cache)
                 cache.pos = torch.tensor(cache.pos, device=idx.device) if step is not self else cache.pos
-                stored = min(idx.size(1), block_size)
-            else:  # one position; or, once the window has moved, the window again from position 0
-                full = stored == block_size
-                cache.pos, stored = cache.pos * (not full), block_size if full else stored + 1
-                logits, _ = step(idx[:, -block_size:].contiguous() if full else next_token, kv_cache=cache)
+            else:  # one position through the cache
+                logits, _ = step(next_token, kv_cache=cache)
             next_token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
             idx = torch.cat((idx, next_token), dim=1)
             yield next_token

@@ -21,6 +21,8 @@ KEYS = dict(  # sizing.py's own keys, beside GPTConfig's (model.py); a train.py 
     dataset="",  # train.py's key: vocab_size comes from data/<dataset>/meta.json
     data_dir="",  # train.py's key: the dataset's folder, if not data/<dataset>
     optimizer="adamw",  # adamw | muon: whose state the checkpoint and training memory hold
+    batch_size=12,  # train.py's: sequences per micro-batch, whose activations the training memory holds
+    fsdp_processes=1,  # FSDP over this many processes: each holds 1/N of params, grads and optimizer state
     out_dir="",  # on the command line: size the model of this run's ckpt.pt
 )
 
@@ -172,7 +174,7 @@ def instantiated_params(config, most_blocks=100):
     return one + (config.n_layer - 1) * (two - one)
 
 
-def report(config, seq_len=None, optimizer="adamw"):
+def report(config, seq_len=None, optimizer="adamw", batch_size=12, shards=1):
     """The printed tables: parameters per component, FLOPs per token, memory, and the built model's check."""
     T = seq_len or config.block_size
     c = param_counts(config)
@@ -212,6 +214,8 @@ def report(config, seq_len=None, optimizer="adamw"):
     if optimizer != "muon":
         del m["muon"]
     lines += ["", f"memory (fp32, optimizer={optimizer}): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
+    lines.append(f"training, per process (batch {batch_size} x {config.block_size}{f', FSDP over {shards}' if shards > 1 else ''}):"
+                 f" {human(training_bytes(config, batch_size, optimizer, shards))}B with the activations (train.py checks it)")
     return "\n".join(lines)
 
 
@@ -225,8 +229,8 @@ def main():
     from model import GPTConfig
     given = {}  # a train.py config file sets other keys too (batch_size, ...): only these count here
     cfg = configure(keys(), strict_files=False, given=given)
-    seq_len, dataset, data_dir, optimizer, out_dir = (cfg.pop(k) for k in
-                                                      ("seq_len", "dataset", "data_dir", "optimizer", "out_dir"))
+    seq_len, dataset, data_dir, optimizer, out_dir, batch_size, shards = (cfg.pop(k) for k in (
+        "seq_len", "dataset", "data_dir", "optimizer", "out_dir", "batch_size", "fsdp_processes"))
     if out_dir and given["out_dir"] == "on the command line":  # a train config's out_dir is where it would train
         from checkpoint import current_model_args, load_checkpoint
         path = os.path.join(out_dir, "ckpt.pt")
@@ -238,8 +242,9 @@ def main():
         print(f"the model of {path} (iter {ckpt.get('iter_num')})", file=sys.stderr)
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    if seq_len < 0:
-        raise ConfigError(f"seq_len must not be negative (0: block_size), got {seq_len}")
+    if seq_len < 0 or batch_size < 1 or shards < 1:
+        raise ConfigError(f"seq_len must not be negative, batch_size and fsdp_processes positive: got {seq_len}, "
+                          f"{batch_size}, {shards}")
     if not cfg["vocab_size"]:
         vocab, path = dataset_vocab(dataset, data_dir)
         if not vocab and (dataset or data_dir):
@@ -249,7 +254,7 @@ def main():
         config = GPTConfig(**cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    print(report(config, seq_len, optimizer))
+    print(report(config, seq_len, optimizer, batch_size, shards))
 
 
 if __name__ == "__main__":
