@@ -301,8 +301,9 @@ RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False",
           "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4", "--n_embd=128", "--dropout=0.0"]
 SAME = "glassgpt, same command"  # glassgpt's train.py given nanoGPT's command (and nanoGPT's bias=False)
 THREE_MINUTES = 180.0  # the main job's budget: glassgpt's val loss after this many seconds of training steps
-EVAL_LINE = re.compile(r"^step (\d+): train loss \S+, val loss ([\d.naif]+)")  # both sides print these two
-ITER_LINE = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms")
+# both sides print these two (as nanoGPT does); what a fork adds to either line between the fields is passed over
+EVAL_LINE = re.compile(r"^step (\d+):.*\bval loss ([\d.naif]+)")
+ITER_LINE = re.compile(r"^iter (\d+):.*\btime ([\d.]+)ms")
 TOKENS = re.compile(r"([\d,]+) tokens per iteration|tokens per iteration will be: ([\d,]+)")  # glassgpt's, nanoGPT's
 
 

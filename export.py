@@ -38,6 +38,9 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 
 def architecture(config):
     """The transformers architecture computing exactly this model: "gpt2" or "arcee"; other mixes have none."""
+    if config.activation not in ("gelu_tanh", "gelu"):  # a fork's own: transformers would compute another model
+        raise ConfigError(f"activation={config.activation} has no transformers counterpart: export takes gelu_tanh "
+                          "(GPT-2's) or gelu")
     if config.norm == "layernorm" and config.position != "rope":
         return "gpt2"
     if config.norm == "rmsnorm" and config.position == "rope":

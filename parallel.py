@@ -8,6 +8,7 @@ function does what one process needs (nothing).
     torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py --fsdp=True     # FSDP
 """
 
+import inspect
 import os
 from contextlib import nullcontext
 
@@ -44,9 +45,11 @@ def wrap(model, device, fsdp=False):
         for block in model.transformer.h:
             fully_shard(block, mesh=mesh)
         return fully_shard(model, mesh=mesh)
-    # the buffers (rope tables, masks) never change: no broadcast each forward; gradients live in DDP's buckets
+    # the buffers (rope tables, masks) never change: no broadcast each forward (torch 2.13 renamed the switch);
+    # the gradients live in DDP's buckets, not copied there
+    no_buffers = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP).parameters else "broadcast_buffers"
     return DDP(model.to(device), device_ids=[torch.cuda.current_device()] if "cuda" in device else None,
-               broadcast_buffers=False, gradient_as_bucket_view=True)
+               gradient_as_bucket_view=True, **{no_buffers: False})
 
 
 def no_sync(model, sync):
@@ -55,13 +58,14 @@ def no_sync(model, sync):
     return model.no_sync() if isinstance(model, DDP) and not sync else nullcontext()
 
 
-def any_process(flag):
-    """Whether any process says so (a stop was asked for): on the host, so nothing waits on a GPU."""
+def agree(stop, seconds):
+    """(whether any process was asked to stop, the most training seconds any has counted): the processes leave the
+    loop together and decay the lr alike. One collective on the host (gloo), so nothing waits on a GPU."""
     if _flags is None:
-        return flag
-    t = torch.tensor([float(flag)])
-    dist.all_reduce(t, group=_flags)
-    return t.item() > 0
+        return stop, seconds
+    t = torch.tensor([float(stop), seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_flags)
+    return t[0].item() > 0, t[1].item()
 
 
 def mean(t):

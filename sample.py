@@ -117,10 +117,8 @@ def main(argv=None):
     try:
         with torch.no_grad(), autocast(device_type, dtype_name):
             for tokens in itertools.chain([first_sample()], rest):
-                shown = ""
-                for piece in itertools.chain([text], stream_decode(meta, tokens)):
-                    piece = piece if shown else piece.lstrip("\n")  # a sample opens with text, not blank lines
-                    shown = shown or piece
+                print(text.lstrip("\n"), end="", flush=True)  # not the default prompt's blank line: the text
+                for piece in stream_decode(meta, tokens):
                     print(piece, end="", flush=True)
                 print("\n---------------", flush=True)
     except KeyboardInterrupt:

@@ -314,7 +314,7 @@ def main():
             total = parallel.mean(total)
             out[split] = (total[0] / total[1]).item()
         model.train()
-        return out if not parallel.any_process(stopper.requested) else None
+        return None if parallel.agree(stopper.requested, 0.0)[0] else out
 
     def save(*names):  # every process takes part: under FSDP each gathers its shards to rank 0, which writes
         state = {"model": parallel.gathered(raw_model.state_dict(), master),
@@ -342,8 +342,11 @@ def main():
     # the training loop
     t0, logged = time.time(), (iter_num, trained)  # at the last log: the iteration and the training seconds
     while True:
+        stopped, trained = parallel.agree(stopper.requested, trained)  # the processes stop, and keep time, as one
         lr = get_lr(iter_num, trained)
         last = iter_num >= max_iters or (max_seconds > 0 and trained >= max_seconds)
+        if stopped or last and iter_num == start_iter and not eval_only:  # a stop after a whole iteration; or done
+            break
         if iter_num % eval_interval == 0 or last or eval_only:
             losses = estimate_loss()
             if losses is None:  # a stop cut the eval short: save what the last iteration left
@@ -385,7 +388,7 @@ def main():
                     _, loss = model(xs[micro_step], ys[micro_step])
                 loss_sum += loss.detach()
                 scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
-        if parallel.any_process(stopper.requested):  # drop the half-done iteration: as the last complete one left it
+        if stopper.requested and world_size == 1:  # alone, drop the half-done iteration: as the last one left it
             sampler.set_state(before[0])
             set_rng_state(before[1])
             opt.zero_grad(set_to_none=True)
@@ -424,8 +427,8 @@ def main():
     elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
     elif not eval_only:
-        say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or max_seconds={max_seconds:g}: "
-            "raise either to train on")
+        say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or max_seconds={max_seconds:g}: to "
+            f"train on, raise either (e.g. --max_seconds={2 * max_seconds:g}: the lr's decay stretches over the new budget)")
     log.close()
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):

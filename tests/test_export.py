@@ -184,6 +184,14 @@ def test_a_mix_no_architecture_computes_is_one_line(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["run"] and "hf" not in os.listdir(tmp_path / "run")
 
 
+def test_an_activation_transformers_lacks_is_refused():
+    """A fork's new activation (say squared ReLU): written as "gelu", transformers would compute another model."""
+    config = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=len(CHARS))
+    config.activation = "relu2"
+    with pytest.raises(ConfigError, match="relu2"):
+        export.architecture(config)
+
+
 def test_existing_folder_is_kept_unless_overwrite(tmp_path, capsys):
     meta = tokenizer.char_meta(CHARS)
     write_run(tmp_path / "run", meta)

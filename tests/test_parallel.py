@@ -38,6 +38,16 @@ def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(
         assert abs(a - b) <= 1e-5, (a, b)
 
 
+@pytest.mark.parametrize("how", [[], ["--fsdp=True"]])
+def test_a_time_budget_ends_every_process_at_the_same_iteration(how, tmp_path, data_dir):
+    """Each process counts its own seconds; they agree on the most (a collective on the host), so all decay the lr
+    alike and leave the loop together: a process that ended first left the other waiting in a collective forever."""
+    for resume in ([], ["--init_from=resume"]):
+        result = torchrun(data_dir, tmp_path / "out", f"--max_seconds={3 + 3 * bool(resume)}", "--max_iters=100000",
+                          "--lr_decay_iters=100000", "--eval_interval=100000", *resume, *how, *ARGS[:1])
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
 def rank_bytes(tmp_path, *args):
     out = tmp_path / f"bytes{len(args)}.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "tests/rank_bytes.py",

@@ -196,6 +196,16 @@ def test_the_log_reports_mfu(tmp_path, data_dir):
     assert all(0 < r["mfu"] < 1 for r in read_log(tmp_path / "out" / "log.jsonl") if "loss" in r)
 
 
+def test_bench_race_reads_train_pys_lines(tmp_path, data_dir):
+    """bench.py --mode=race times a run from its printed lines: a fork that changes them learns it here, at once."""
+    import bench
+    result = run_train("--max_iters=4", "--eval_interval=2", data=data_dir, out=tmp_path / "out")
+    lines = result.stdout.splitlines()
+    assert [int(m[1]) for m in map(bench.EVAL_LINE.match, lines) if m] == [0, 2, 4]
+    assert [int(m[1]) for m in map(bench.ITER_LINE.match, lines) if m] == [0, 1, 2, 3]
+    assert sum(bool(bench.TOKENS.search(line)) for line in lines) == 1
+
+
 def test_eval_only_writes_nothing(tmp_path, data_dir):
     out = tmp_path / "out"
     assert run_train("--max_iters=2", data=data_dir, out=out).returncode == 0
