@@ -183,7 +183,8 @@ def run(main):
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
-        else:  # the others wait: torchrun ends every process once one exits, rank 0 before it had spoken
+        else:  # the others wait, quietly: torchrun ends every process once one exits, rank 0 before it had spoken
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             time.sleep(3)
         sys.exit(2)
     except KeyboardInterrupt as e:
