@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -236,12 +237,15 @@ def peak_rss(*args):
 def test_training_bytes_is_within_10_percent_of_the_measured_peak(tmp_path):
     """sizing.training_bytes, which train.py's fit check uses, against the peak memory of real runs of the main
     job's recipe at larger shapes (their peak less that of a run of a negligible model: torch itself)."""
-    data = Path(ROOT, "data", "shakespeare_char")
-    if not (data / "train.bin").is_file():
-        pytest.skip("no data/shakespeare_char/train.bin: python data/shakespeare_char/prepare.py")
-    base = peak_rss("--n_layer=1", "--n_embd=16", "--n_head=2", f"--out_dir={tmp_path / 'base'}")
+    data = tmp_path / "data"  # 65 characters, as tiny Shakespeare's: what is read does not change the memory
+    data.mkdir()
+    np.random.default_rng(0).integers(0, 65, 100_000).astype("uint16").tofile(data / "train.bin")
+    (data / "val.bin").write_bytes((data / "train.bin").read_bytes())
+    (data / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": 65, "dtype": "uint16",
+                                                "itos": [chr(0x100 + i) for i in range(65)]}))
+    base = peak_rss("--n_layer=1", "--n_embd=16", "--n_head=2", f"--data_dir={data}", f"--out_dir={tmp_path / 'base'}")
     for shape in (dict(n_layer=8, n_embd=512, n_head=8, batch_size=32), dict(n_layer=4, n_embd=1024, n_head=8, batch_size=64)):
-        args = [f"--{k}={v}" for k, v in shape.items()] + [f"--out_dir={tmp_path / 'run'}"]
+        args = [f"--{k}={v}" for k, v in shape.items()] + [f"--data_dir={data}", f"--out_dir={tmp_path / 'run'}"]
         config = GPTConfig(block_size=64, vocab_size=65, bias=False, norm="rmsnorm", position="rope",
                            **{k: v for k, v in shape.items() if k != "batch_size"})
         estimate, measured = training_bytes(config, shape["batch_size"], "muon"), peak_rss(*args) - base
