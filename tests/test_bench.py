@@ -237,3 +237,4 @@ def test_quick_race_against_a_fake_nanogpt(tmp_path):
     assert r["comparisons"]["same_step_tokens_per_s_ratio"] == pytest.approx(same["tokens_per_s"] / 76800, rel=1e-3)
     assert r["comparisons"]["glassgpt_val_at_3_minutes"] == gg["final_val"]  # all of its run is inside 3 minutes
     assert "a quick race (--quick)" in out and "the same step (nanoGPT's model and batch)" in out
+    assert "target" not in out.lower()  # what it measured, not goals someone set
