@@ -427,8 +427,10 @@ def main():
     elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
     elif not eval_only:
+        more = (f"--max_seconds={2 * max_seconds:g} (the lr's decay stretches over the new budget)"
+                if 0 < max_seconds <= trained else f"--max_iters={2 * max_iters}")  # whichever limit it reached
         say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or max_seconds={max_seconds:g}: to "
-            f"train on, raise either (e.g. --max_seconds={2 * max_seconds:g}: the lr's decay stretches over the new budget)")
+            f"train on, raise it, e.g. {more}")
     log.close()
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
