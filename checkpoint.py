@@ -38,6 +38,17 @@ def save_checkpoint(obj, path):
         raise ConfigError(f"cannot save {path}: {e.strerror or e}") from None
 
 
+def rng_state(device):
+    """The random state dropout draws from, for ckpt.pt: a list per process (train.py saves rank 0's)."""
+    return {"torch": [torch.get_rng_state()], **({"cuda": [torch.cuda.get_rng_state()]} if "cuda" in device else {})}
+
+
+def set_rng_state(state, device):
+    torch.set_rng_state(state["torch"][0].cpu())
+    if "cuda" in state and "cuda" in device:
+        torch.cuda.set_rng_state(state["cuda"][0].cpu())
+
+
 def load_checkpoint(path, map_location="cpu", mmap=False):
     """The checkpoint dict at path, tensors only (mmap=True maps them: a glance costs nothing); else a ConfigError."""
     if not os.path.isfile(path):

@@ -12,6 +12,7 @@ import ast
 import difflib
 import io
 import os
+import re
 import signal
 import sys
 import time
@@ -195,3 +196,8 @@ def run(main):
     except BrokenPipeError:  # stdout's reader has gone (| head): done, as a shell's own commands are
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
+    except RuntimeError as e:  # under torchrun, a collective another process left: it died, and torchrun says which
+        if os.environ.get("WORLD_SIZE", "1") == "1" or not re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e)):
+            raise
+        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({str(e).strip().splitlines()[0][:160]})", file=sys.stderr)
+        sys.exit(1)

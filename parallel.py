@@ -26,7 +26,12 @@ def start(device, device_type, backend="auto", num_threads=0):
     world, local = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     if "RANK" in os.environ:
         backend = ("nccl" if device_type == "cuda" else "gloo") if backend == "auto" else backend
-        dist.init_process_group(backend, device_id=torch.device(device) if device_type == "cuda" else None)
+        # torchrun's store outlives a restart (--max-restarts): keys of this attempt's own, or the processes would
+        # read where the last attempt's listened, and gloo's connections be refused
+        store, rank, world = next(dist.rendezvous("env://"))
+        store = dist.PrefixStore(f"attempt{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)}/", store)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                device_id=torch.device(device) if device_type == "cuda" else None)
         _flags = dist.new_group(backend="gloo")
     if num_threads or world > 1 and device_type == "cpu":  # torchrun gives each process 1 thread: share out the cores
         torch.set_num_threads(num_threads or max(1, len(os.sched_getaffinity(0)) // local))

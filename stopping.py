@@ -8,6 +8,7 @@ signal, the same one again (Ctrl-C twice) quits without saving; another one is t
 (torchrun passes a SIGTERM on after the terminal's SIGINT).
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -44,5 +45,6 @@ class Stopper:
         return self.signum is not None
 
     def tell(self, message):
-        if self.master:  # os.write: the signal may have come in the middle of a print
-            os.write(sys.stderr.fileno(), f"{message}\n".encode())
+        if self.master:  # os.write: the signal may have come in the middle of a print; its reader may have gone
+            with contextlib.suppress(OSError):
+                os.write(sys.stderr.fileno(), f"{message}\n".encode())

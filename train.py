@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 import parallel
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
-                        model_from_pretrained, save_checkpoint)
+                        model_from_pretrained, rng_state, save_checkpoint, set_rng_state)
 from configurator import ConfigError, config_keys, configure, run
 from model import GPT, GPTConfig
 from muon import configure_muon
@@ -97,6 +97,7 @@ seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "activation",
               "tie_weights")
+MACHINE_KEYS = ("device", "dtype", "compile", "backend", "num_threads")
 
 
 def get_lr(it, trained=0.0):
@@ -142,19 +143,29 @@ def check_config(config):
 
 
 def adopt_checkpoint(config, given):
-    """init_from=resume: ckpt.pt's model keys become the config's; one set otherwise, in a config file or on the
-    command line, is an error (a 4-layer model does not become a 6-layer one). Returns (config, ckpt)."""
+    """init_from=resume: the run in out_dir is its own config. Every key comes from its ckpt.pt but those given in a
+    config file or on the command line; a given model key or optimizer that differs is an error (a 4-layer model does
+    not become a 6-layer one), any other is named once (a new max_iters is how a run is extended). (config, ckpt)."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # the processes of a machine share one copy: the file's pages
-    args = {**vars(GPTConfig()), **current_model_args(ckpt)}
-    clash = [f"{k}={config[k]!r} ({given[k]}) but the checkpoint has {args[k]!r}" for k in MODEL_KEYS
-             if k in given and k != "attention" and config[k] != args[k]]  # sdpa or manual: the same weights
+    skip = ("init_from", "out_dir", "eval_only") + (MACHINE_KEYS if is_nanogpt(ckpt) else ())  # its GPU's names
+    run = {k: v for k, v in (ckpt.get("config") or {}).items() if k in config and k not in skip}
+    run = {**run, "optimizer": run.get("optimizer", "adamw"), **{**vars(GPTConfig()), **current_model_args(ckpt)}}
+    differ = [k for k in given if k in run and k != "attention" and config[k] != run[k]]  # sdpa, manual: same weights
+    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}" for k in differ if k in MODEL_KEYS + ("optimizer",)]
     if clash:
         raise ConfigError(f"resume {path}: {'; '.join(clash)}")
-    trained_with = (ckpt.get("config") or {}).get("optimizer", "adamw")  # nanoGPT's: AdamW
-    if trained_with != config["optimizer"]:
-        raise ConfigError(f"resume {path}: it was trained with optimizer={trained_with}, not {config['optimizer']}")
-    return {**config, **{k: args[k] for k in MODEL_KEYS if k not in given}}, ckpt
+    if differ and os.environ.get("RANK", "0") == "0":
+        print(f"resuming {path} with " + ", ".join(f"{k}={config[k]!r} (the run's {run[k]!r})" for k in differ))
+    return {**config, **{k: v for k, v in run.items() if k in config and k not in given}, "init_from": "resume"}, ckpt
+
+
+def restarted(out_dir):
+    """True in a process torchrun restarted (a worker died; --max-restarts) once this job's run has saved ckpt.pt: it
+    picks that run up, not an earlier run's checkpoint in out_dir, nor starts it over."""
+    path = os.path.join(out_dir, "ckpt.pt")
+    return (int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) > 0 and os.path.isfile(path)
+            and load_checkpoint(path, mmap=True).get("torchrun_id") == os.environ.get("TORCHELASTIC_RUN_ID"))
 
 
 def load_data(rank):
@@ -210,24 +221,15 @@ def init_model(meta, ckpt):
     return model
 
 
-def rng_state():
-    """The random state dropout draws from, as a list per process (rank 0's is saved)."""
-    return {"torch": [torch.get_rng_state()], **({"cuda": [torch.cuda.get_rng_state()]} if "cuda" in device else {})}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"][0].cpu())
-    if "cuda" in state and "cuda" in device:
-        torch.cuda.set_rng_state(state["cuda"][0].cpu())
-
-
 def main():
     given = {}  # the keys set in config files or on the command line, and where
     config = configure(config_keys(globals()), given=given)
+    resume = config["init_from"] == "resume" or restarted(config["out_dir"])  # torchrun's restart: its run goes on
+    config, ckpt = adopt_checkpoint(config, given) if resume else (config, None)
+    check_config(config)
+    configured = dict(config)  # ckpt.pt's config: where a resume runs, "auto" and data/<dataset> are found anew
     config["data_dir"] = config["data_dir"] or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                                             config["dataset"])
-    check_config(config)
-    config, ckpt = adopt_checkpoint(config, given) if config["init_from"] == "resume" else (config, None)
     if not config["eval_only"]:
         check_writable(config["out_dir"])
     config["device"], device_type, config["dtype"] = resolve_device(config["device"], config["dtype"])
@@ -273,7 +275,7 @@ def main():
         if "sampler" in ckpt:  # nanoGPT's checkpoints hold no data order or random state: not an exact resume
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
         if "rng" in ckpt and world_size == 1:
-            set_rng_state(ckpt["rng"])
+            set_rng_state(ckpt["rng"], device)
     nanogpt = ckpt is not None and is_nanogpt(ckpt)  # a nanoGPT run's ckpt.pt is moved aside, not written over
     del ckpt  # its tensors are in the model and optimizer now
     compiled = compile == "true" or compile == "auto" and device_type == "cuda"
@@ -286,7 +288,10 @@ def main():
 
     def say(message):
         if master:
-            print(message, flush=True)
+            try:
+                print(message, flush=True)
+            except BrokenPipeError:  # stdout's reader has gone (| head): the run trains on, its log in log.jsonl
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     def record(entry):
         if master and not eval_only:
@@ -319,8 +324,9 @@ def main():
     def save(*names):  # every process takes part: under FSDP each gathers its shards to rank 0, which writes
         state = {"model": parallel.gathered(raw_model.state_dict(), master),
                  "optimizer": parallel.gathered(opt.state_dict(), master), "model_args": vars(raw_model.config),
-                 "config": config, "iter_num": iter_num, "best_val_loss": best_val_loss, "trained_seconds": trained,
-                 "rng": rng_state(), "sampler": {"generator": sampler.get_state()}, "scaler": scaler.state_dict()}
+                 "config": configured, "iter_num": iter_num, "best_val_loss": best_val_loss, "trained_seconds": trained,
+                 "rng": rng_state(device), "sampler": {"generator": sampler.get_state()}, "scaler": scaler.state_dict(),
+                 "torchrun_id": os.environ.get("TORCHELASTIC_RUN_ID")}
         for name in names if master else ():
             save_checkpoint(state, os.path.join(out_dir, name))
 
@@ -329,14 +335,14 @@ def main():
         f"{' compiled' if compiled else ''} | {world_size} process(es){' (fsdp)' * (fsdp and world_size > 1)} x "
         f"{torch.get_num_threads()} thread(s) | {tokens_per_iter:,} tokens per iteration")
     if compiled:  # compiling is not training: a step's graph and an eval's compile here, untimed, on one micro-batch
-        t, before, (x, y) = time.time(), rng_state(), get_windows(train_data, np.arange(batch_size))
+        t, before, (x, y) = time.time(), rng_state(device), get_windows(train_data, np.arange(batch_size))
         with compiling(), ctx:
             model(x, y)[1].backward()
             with torch.no_grad():
                 model.eval()(x, y)
         model.train()
         opt.zero_grad(set_to_none=True)
-        set_rng_state(before)
+        set_rng_state(before, device)
         say(f"compiled in {time.time() - t:.1f}s (not counted as training)")
 
     # the training loop
@@ -373,7 +379,7 @@ def main():
         # one iteration: accum micro-batches of the global batch (this process's slice), then one optimizer step.
         # Nothing here waits on a GPU but the log every log_interval: the host runs ahead, gathering the next batch
         t = time.time()
-        before = (sampler.get_state(), rng_state())  # where a stop mid-iteration puts things back
+        before = (sampler.get_state(), rng_state(device))  # where a stop mid-iteration puts things back
         starts = torch.randint(len(train_data) - block_size, (gradient_accumulation_steps * batch_size,),
                                generator=sampler).numpy()[rank * accum * batch_size:(rank + 1) * accum * batch_size]
         xs, ys = (v.view(accum, batch_size, block_size) for v in get_windows(train_data, starts))
@@ -390,7 +396,7 @@ def main():
                 scaler.scale(loss / accum).backward()  # the mean over micro-batches, as one big batch
         if stopper.requested and world_size == 1:  # alone, drop the half-done iteration: as the last one left it
             sampler.set_state(before[0])
-            set_rng_state(before[1])
+            set_rng_state(before[1], device)
             opt.zero_grad(set_to_none=True)
             stopped = True
             break
@@ -423,14 +429,13 @@ def main():
     # the end: a stop saves the last complete iteration; the log is drawn
     if stopped:
         save("ckpt.pt")
-        say(f"saved {out_dir}/ckpt.pt at iter {iter_num}; continue with --init_from=resume")
+        say(f"saved {out_dir}/ckpt.pt at iter {iter_num}; continue with --init_from=resume --out_dir={out_dir}")
     elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {out_dir}")
     elif not eval_only:
-        more = (f"--max_seconds={2 * max_seconds:g} (the lr's decay stretches over the new budget)"
-                if 0 < max_seconds <= trained else f"--max_iters={2 * max_iters}")  # whichever limit it reached
-        say(f"nothing to train: iter {iter_num} has reached max_iters={max_iters} or max_seconds={max_seconds:g}: to "
-            f"train on, raise it, e.g. {more}")
+        key, value = ("max_seconds", max_seconds) if 0 < max_seconds <= trained else ("max_iters", max_iters)
+        say(f"nothing to train: iter {iter_num} has reached {key}={value:g}: to train on, raise it, e.g. --{key}="
+            f"{2 * value:g}" + " (the lr's decay stretches over the new budget)" * (key == "max_seconds"))
     log.close()
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):

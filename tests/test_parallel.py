@@ -5,14 +5,18 @@ process holds. Each torchrun starts processes that import torch: slow.
 """
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from checkpoint import load_checkpoint
 from sizing import memory_bytes
-from test_train import ROOT, data_dir, evals, run_train, steps, torchrun  # noqa: F401 (data_dir: a fixture)
+from test_train import ROOT, TINY, data_dir, evals, run_train, steps, torchrun  # noqa: F401 (data_dir: a fixture)
 
 pytestmark = pytest.mark.slow
 ARGS = ["--gradient_accumulation_steps=4", "--eval_interval=3", "--eval_iters=4", "--optimizer=adamw", "--max_seconds=0",
@@ -69,3 +73,79 @@ def test_an_fsdp_process_holds_half_of_what_a_ddp_process_holds(tmp_path):
     assert memory_bytes(GPTConfig(block_size=32, vocab_size=64, n_layer=4, n_head=4, n_embd=64), shards=2)[
         "train_state"] == m["train_state"] // 2
     assert ddp["ddp_buffers_broadcast"] is False and ddp["ddp_bucket_views"] is True  # tuned as nanoGPT's users would
+
+
+# ----------------------------------------------------------------------------- a run that survives
+
+def torchrun_cmd(data, out, *args, launcher=("--standalone", "--nproc_per_node=2")):
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, "train.py", f"--data_dir={data}",
+            f"--out_dir={out}", *TINY, *args]
+
+
+def kill_a_worker_after_the_first_checkpoint(proc, out):
+    """Once ckpt.pt appears: both workers paused, one killed (-9), the other let go on to meet its absence."""
+    while not (out / "ckpt.pt").exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert len(workers) == 2, workers
+    for pid in workers:
+        os.kill(int(pid), signal.SIGSTOP)
+    os.kill(int(workers[1]), signal.SIGKILL)
+    os.kill(int(workers[0]), signal.SIGCONT)
+    return time.time()
+
+
+@pytest.mark.parametrize("how", [[], ["--fsdp=True"]])
+def test_torchrun_restarts_a_killed_worker_and_the_run_goes_on(how, tmp_path, data_dir):
+    """--max-restarts=1 and a worker killed after the first checkpoint: the restarted processes resume this run's
+    ckpt.pt (not start over), and the run logs each iteration once, with the losses of one uninterrupted process."""
+    args = [*ARGS, "--max_iters=150", "--eval_interval=20", "--lr_decay_iters=150", *how]
+    straight, out = tmp_path / "straight", tmp_path / "out"
+    assert run_train(*[a for a in args if a != "--fsdp=True"], data=data_dir, out=straight).returncode == 0
+    proc = subprocess.Popen(torchrun_cmd(data_dir, out, *args, launcher=("--standalone", "--nproc_per_node=2",
+                            "--max-restarts=1")), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    kill_a_worker_after_the_first_checkpoint(proc, out)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    headers = [line for line in stdout.splitlines() if "parameters |" in line]
+    assert len(headers) == 2 and "resume at iter 0" not in headers[1] and "resume at iter" in headers[1], headers
+    assert [i for i, _ in steps(out)] == list(range(150))
+    for (_, a), (_, b) in zip(steps(straight) + evals(straight), steps(out) + evals(out), strict=True):
+        assert abs(a - b) <= 1e-5, (a, b)
+
+
+def test_a_workers_death_ends_the_others_in_one_line_each_and_keeps_the_checkpoint(tmp_path, data_dir):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(torchrun_cmd(data_dir, out, *ARGS, "--max_iters=100000", "--eval_interval=20",
+                                         "--lr_decay_iters=100000"), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    killed = kill_a_worker_after_the_first_checkpoint(proc, out)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and time.time() - killed < 20
+    assert not [line for line in stderr.splitlines() if line.startswith("[rank") or "train.py\", line" in line], stderr
+    assert len([line for line in stderr.splitlines() if line.startswith("error: ")]) <= 1, stderr
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] % 20 == 0  # a whole checkpoint, from an eval
+
+
+def test_two_machines_train_as_one_process_and_the_run_resumes_on_one(tmp_path, data_dir):
+    """Two torchrun agents on 127.0.0.1 (--nnodes=2, c10d rendezvous), one process each, as two machines: the losses
+    of one process with the same global batch; then the run resumes in one process and goes on as the straight run."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    straight, out = tmp_path / "straight", tmp_path / "out"
+    assert run_train("--max_iters=9", *ARGS, data=data_dir, out=straight).returncode == 0
+    nodes = [subprocess.Popen(torchrun_cmd(data_dir, out, "--max_iters=6", *ARGS, launcher=(
+        "--nnodes=2", "--nproc_per_node=1", f"--node_rank={rank}", "--rdzv-backend=c10d", "--rdzv-id=two-machines",
+        f"--rdzv-endpoint=127.0.0.1:{port}")), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1")) for rank in (0, 1)]
+    for node in nodes:
+        _, stderr = node.communicate(timeout=300)
+        assert node.returncode == 0, stderr[-3000:]
+    one = run_train("--max_iters=9", "--init_from=resume", *ARGS, data=data_dir, out=out)
+    assert one.returncode == 0, one.stderr
+    assert [i for i, _ in steps(out)] == list(range(9))
+    for (_, a), (_, b) in zip(steps(straight) + evals(straight), steps(out) + evals(out), strict=True):
+        assert abs(a - b) <= 1e-5, (a, b)

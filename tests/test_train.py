@@ -227,6 +227,23 @@ def test_resume_continues_exactly(optimizer, tmp_path, data_dir):
     assert steps(split) == steps(straight) and evals(split) == evals(straight)
 
 
+def test_a_resume_from_the_run_alone_continues_it_as_configured(tmp_path, data_dir):
+    """--init_from=resume --out_dir=DIR and nothing else: every key comes from the run's ckpt.pt (its data, batch,
+    schedule, optimizer, machine keys), so 4 iterations, then 4 more by raising max_iters alone, log the losses of 8
+    straight; the raised key is named once with both values."""
+    args = ["--max_seconds=0", "--eval_interval=4", "--optimizer=muon", "--batch_size=3", "--learning_rate=2e-2",
+            "--dropout=0.1", "--warmup_iters=1"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert run_train("--max_iters=8", *args, data=data_dir, out=straight).returncode == 0
+    assert run_train("--max_iters=4", *args, data=data_dir, out=split).returncode == 0
+    resumed = run_script("train.py", "--init_from=resume", f"--out_dir={split}", "--max_iters=8")
+    assert resumed.returncode == 0, resumed.stderr
+    assert steps(split) == steps(straight) and evals(split) == evals(straight)
+    named = [line for line in resumed.stdout.splitlines() if "max_iters" in line]
+    assert len(named) == 1 and "8" in named[0] and "4" in named[0], resumed.stdout
+    assert load_checkpoint(split / "ckpt.pt")["config"]["batch_size"] == 3  # and so the next resume
+
+
 def test_resume_takes_the_checkpoints_model_and_refuses_another(tmp_path, data_dir):
     out = tmp_path / "out"
     assert run_train("--max_iters=2", "--n_layer=2", data=data_dir, out=out).returncode == 0
@@ -443,6 +460,17 @@ def test_kill_9_at_any_moment_leaves_a_loadable_checkpoint(tmp_path, data_dir):
         proc.kill()
         proc.communicate()
         assert load_checkpoint(out / "ckpt.pt")["iter_num"] >= 2
+
+
+def test_a_closed_stdout_costs_the_run_nothing(tmp_path, data_dir):
+    """python train.py ... | head -3: once the reader has gone, the run trains on to its end and saves as ever."""
+    out = tmp_path / "out"
+    proc = start(train_cmd(data_dir, out, "--max_iters=30", "--eval_interval=10", "--max_seconds=0"))
+    wait_for(proc, "iter 1:")
+    proc.stdout.close()  # the reader goes
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 30 and [i for i, _ in steps(out)] == list(range(30))
 
 
 def test_a_save_cut_short_keeps_the_old_file(tmp_path, monkeypatch):
