@@ -84,7 +84,7 @@ muon_ns_steps = 5  # Newton-Schulz iterations per Muon step
 # learning rate schedule: linear warmup, then cosine decay to min_lr
 decay_lr = True  # False: learning_rate throughout
 warmup_iters = 2000  # iterations of linear warmup
-lr_decay_iters = 600000  # the cosine reaches min_lr here: about max_iters, per Chinchilla
+lr_decay_iters = 0  # the cosine reaches min_lr here; 0: at max_iters (about max_iters, per Chinchilla)
 min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, per Chinchilla
 # system
 backend = "auto"  # torchrun's processes talk over "nccl" on CUDA, "gloo" otherwise
@@ -97,6 +97,7 @@ seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "activation",
               "tie_weights")
+FIXED_KEYS = MODEL_KEYS + ("optimizer",)  # a resume cannot change them: the weights and optimizer state would not fit
 MACHINE_KEYS = ("device", "dtype", "compile", "backend", "num_threads")
 
 
@@ -107,7 +108,7 @@ def get_lr(it, trained=0.0):
         return learning_rate
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
-    progress = (it - warmup_iters) / max(lr_decay_iters - warmup_iters, 1)
+    progress = (it - warmup_iters) / max((lr_decay_iters or max_iters) - warmup_iters, 1)
     if max_seconds > 0:
         progress = max(progress, trained / max_seconds)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))) * (learning_rate - min_lr)
@@ -120,7 +121,8 @@ def check_config(config):
                 "log_interval"):
         if c[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {c[key]}")
-    for key in ("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip", "warmup_iters"):
+    for key in ("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip", "warmup_iters",
+                "lr_decay_iters"):
         if not c[key] >= 0:
             raise ConfigError(f"{key} must not be negative, got {c[key]}")
     c["compile"] = str(c["compile"]).lower()  # a config file's True, --compile=False
@@ -152,7 +154,7 @@ def adopt_checkpoint(config, given):
     run = {k: v for k, v in (ckpt.get("config") or {}).items() if k in config and k not in skip}
     run = {**run, "optimizer": run.get("optimizer", "adamw"), **{**vars(GPTConfig()), **current_model_args(ckpt)}}
     differ = [k for k in given if k in run and k != "attention" and config[k] != run[k]]  # sdpa, manual: same weights
-    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}" for k in differ if k in MODEL_KEYS + ("optimizer",)]
+    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}" for k in differ if k in FIXED_KEYS]
     if clash:
         raise ConfigError(f"resume {path}: {'; '.join(clash)}")
     if differ and os.environ.get("RANK", "0") == "0":
@@ -348,7 +350,7 @@ def main():
     # the training loop
     t0, logged = time.time(), (iter_num, trained)  # at the last log: the iteration and the training seconds
     while True:
-        stopped, trained = parallel.agree(stopper.requested, trained)  # the processes stop, and keep time, as one
+        stopped, trained = parallel.agree(stopper.requested, trained)  # processes stop and keep time as one (alone: as is)
         lr = get_lr(iter_num, trained)
         last = iter_num >= max_iters or (max_seconds > 0 and trained >= max_seconds)
         if stopped or last and iter_num == start_iter and not eval_only:  # a stop after a whole iteration; or done
@@ -389,7 +391,7 @@ def main():
         for micro_step in range(accum):
             if stopper.requested and world_size == 1:
                 break
-            with parallel.no_sync(model, micro_step == accum - 1):  # DDP averages the gradients on the last one
+            with parallel.no_sync(model, micro_step == accum - 1):  # DDP averages grads on the last one (alone: nothing)
                 with ctx:
                     _, loss = model(xs[micro_step], ys[micro_step])
                 loss_sum += loss.detach()
@@ -400,10 +402,10 @@ def main():
             opt.zero_grad(set_to_none=True)
             stopped = True
             break
-        grad_norm = None
+        stats = {"loss": loss_sum / accum}  # what the iteration logs: one entry each (below)
         if grad_clip > 0:
             scaler.unscale_(opt)
-            grad_norm = parallel.whole(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip))
+            stats["grad_norm"] = parallel.whole(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip))
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
@@ -412,17 +414,18 @@ def main():
             if moved:
                 say(f"{out_dir} held an earlier run: moved to {moved}")
         stopper.armed = True
-        values = None if iter_num % log_interval else parallel.mean(  # the one wait on the GPU, every log_interval
-            torch.stack([loss_sum / accum] + ([grad_norm] if grad_clip > 0 else []))).tolist()
+        # the one wait on the GPU, every log_interval: stats averaged over the processes (alone, as they are). To log
+        # one more number, add a tensor the step has to stats (a flag set in a compiled model recompiles it: slow)
+        values = None if iter_num % log_interval else dict(zip(stats, parallel.mean(torch.stack([*stats.values()])).tolist()))
         trained += time.time() - t  # the host's seconds: between two waits on the GPU, the GPU's too
         if values:
-            loss_value, grad_norm = finite(values[0], "the loss"), values[1] if grad_clip > 0 else None
+            finite(values["loss"], "the loss")
             dt = (trained - logged[1]) / (iter_num + 1 - logged[0])  # seconds per iteration since the last log
             mfu = flops_per_iter / dt / (peak * world_size) if peak else None
-            record({"iter": iter_num, "loss": loss_value, "lr": lr, "tokens_per_sec": tokens_per_iter / dt,
-                    "elapsed": time.time() - t0, "grad_norm": grad_norm, "mfu": mfu})
-            say(f"iter {iter_num}: loss {loss_value:.4f}, time {dt * 1000:.2f}ms, lr {lr:.2e}, "
-                f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {mfu:.1%}" if mfu else ""))
+            record({"iter": iter_num, **values, "lr": lr, "tokens_per_sec": tokens_per_iter / dt,
+                    "elapsed": time.time() - t0, "mfu": mfu})
+            say(f"iter {iter_num}: " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()) + f", time "
+                f"{dt * 1000:.2f}ms, lr {lr:.2e}, {tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {mfu:.1%}" if mfu else ""))
             logged = (iter_num + 1, trained)
         iter_num += 1
 

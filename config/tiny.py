@@ -29,8 +29,7 @@ muon_lr = 0.02
 learning_rate = 3e-3  # AdamW's, for the embedding (also the head) and the norm gains; small models take it high
 max_seconds = 180  # 3 minutes of training steps on any machine, the lr decaying over them (evals come on top):
 # a schedule that ends when the time does reads 0.05 lower at iteration 700 than one still mid-way (docs/cpu.md)
-max_iters = 5000  # a cap for fast machines: a GPU runs these in well under 3 minutes
-lr_decay_iters = 5000  # the decay follows the time, or the iterations where they are further along
+max_iters = 5000  # a cap for fast machines (a GPU runs these in well under 3 minutes), the lr decaying over them too
 min_lr = 3e-4  # learning_rate / 10
 beta2 = 0.99  # few tokens per iteration: a shorter memory for the second moment
 warmup_iters = 5  # Muon needs almost none: 5 reached val 1.88 by iteration 200, 50 did not (docs/cpu.md)

@@ -366,6 +366,8 @@ def test_lr_schedule():
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[110] == pytest.approx(0.1) == lrs[199]
     train.max_seconds = 100.0  # half the budget spent: half-way down the cosine at least
     assert train.get_lr(20, trained=50.0) == pytest.approx(0.55)
+    train.max_seconds, train.lr_decay_iters, train.max_iters = 0.0, 0, 110  # 0: the decay follows max_iters
+    assert [train.get_lr(i) for i in range(200)] == lrs
 
 
 def test_resume_of_a_nanogpt_checkpoint_keeps_its_file(tmp_path, data_dir):
