@@ -162,9 +162,8 @@ def load_data(rank):
     if the bins are missing."""
     have = all(os.path.exists(os.path.join(data_dir, n)) for n in ("train.bin", "val.bin"))
     prepare = os.path.join(data_dir, "prepare.py")
-    if not have and os.path.isfile(prepare) and rank == 0:
-        print(f"{data_dir} has no train.bin/val.bin yet: running its prepare.py", flush=True)
-        env = dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")  # it may refuse a 55 GB download unasked
+    if not have and os.path.isfile(prepare) and rank == 0:  # it says what it does, or refuses in one line (55 GB)
+        env = dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")
         code = subprocess.run([sys.executable, prepare], env=env).returncode
         if code:
             raise SystemExit(code)

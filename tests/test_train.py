@@ -108,6 +108,15 @@ def test_missing_dataset_and_missing_or_corrupt_checkpoint(tmp_path, data_dir):
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=tmp_path / "bad"))
 
 
+def test_plain_train_py_is_one_line_not_a_55_gb_download(tmp_path):
+    """Bare train.py means GPT-2 on OpenWebText: it runs that dataset's prepare.py, which refuses the download."""
+    if (ROOT / "data" / "openwebtext" / "train.bin").exists():
+        pytest.skip("OpenWebText is prepared in this checkout: train.py would train GPT-2 on it")
+    result = run_script("train.py", cwd=tmp_path)
+    assert_one_line_error(result)
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 def test_a_model_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir):
     t = time.time()
     line = assert_one_line_error(run_train("--n_layer=96", "--n_embd=12288", "--n_head=96", data=data_dir,
