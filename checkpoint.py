@@ -257,8 +257,8 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
             raise ConfigError(f"no meta.json or meta.pkl found for this model of {vocab_size} tokens: "
                               "name its tokenizer with --meta=PATH")
     tokens, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
-    if tokens["vocab_size"] > vocab_size:
-        raise ConfigError(f"the tokenizer from {meta_from} has {tokens['vocab_size']} tokens but the model only "
+    if vocab_size not in (tokens["vocab_size"], padded_vocab(tokens)):  # its ids would mean other characters
+        raise ConfigError(f"the tokenizer from {meta_from} has {tokens['vocab_size']} tokens, the model "
                           f"{vocab_size}: not this model's; name its own with --meta=PATH")
     if vocab_size == padded_vocab(tokens) > tokens["vocab_size"]:  # train.py padded it: back to the tokenizer's
         model.crop_vocab_size(tokens["vocab_size"])

@@ -201,8 +201,8 @@ def init_model(meta, ckpt):
             model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
     except (ImportError, OSError, ValueError) as e:
         raise ConfigError(f"cannot build the model ({init_from}): {str(e).splitlines()[0][:300]}") from None
-    if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's {model.config.vocab_size}")
+    if model.config.vocab_size not in (meta["vocab_size"], padded_vocab(meta)):  # as sample.py: not this model's
+        raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} is not the model's {model.config.vocab_size}")
     folder = out_dir if init_from == "resume" else init_from
     if os.path.isfile(os.path.join(folder, "meta.json")) and not same_tokenizer(read_meta(folder), meta):
         raise ConfigError(f"{data_dir} is not the tokenizer {folder}'s model was trained with")
