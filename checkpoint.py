@@ -5,6 +5,7 @@ A checkpoint is a dict of tensors and plain values (train.py's keys: model, opti
 iter_num, best_val_loss, ...), so torch.load(weights_only=True) reads it: a file you are handed runs no code.
 """
 
+import difflib
 import glob
 import json
 import math
@@ -113,7 +114,11 @@ def model_from_pretrained(name_or_folder, dropout=0.0):
     ImportError without transformers, OSError without the weights or network, ValueError for anything else."""
     path = os.path.join(name_or_folder, "config.json")
     if name_or_folder not in PRETRAINED and not os.path.isfile(path):
-        raise ValueError(f"{name_or_folder!r} is neither one of {', '.join(PRETRAINED)} nor a folder with config.json")
+        hint = difflib.get_close_matches(name_or_folder, ("resume", *PRETRAINED), n=1)  # a typo
+        if os.path.isfile(os.path.join(name_or_folder, "ckpt.pt")):  # a training run's folder
+            hint = [f"--init_from=resume --out_dir={name_or_folder}"]
+        raise ValueError(f"{name_or_folder!r} is not resume, {', '.join(PRETRAINED)} or a folder with config.json"
+                         + (f" (did you mean {hint[0]}?)" if hint else ""))
     try:
         config = {"model_type": "gpt2"} if name_or_folder in PRETRAINED else json.loads(Path(path).read_text())
         if config.get("model_type") == "arcee":
@@ -237,15 +242,12 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
         # the run's folder, then its dataset's: beside out_dir (a nanoGPT checkout), from here, in this repo
         places = [out_dir, os.path.normpath(os.path.join(out_dir, "..", dataset)), dataset,
                   os.path.join(os.path.dirname(os.path.abspath(__file__)), dataset)]
-    elif init_from in PRETRAINED or os.path.isdir(init_from):
+    else:
         try:
             model = model_from_pretrained(init_from)
         except (ImportError, OSError, ValueError) as e:  # no transformers, no network, a folder it cannot read
             raise ConfigError(f"cannot load {init_from}: {(str(e).splitlines() or [''])[0][:300]}") from None
         loaded, places = f"loaded {init_from}", [init_from] if os.path.isdir(init_from) else []
-    else:
-        raise ConfigError(f"init_from must be resume, {', '.join(PRETRAINED)} or a Hugging Face model folder, "
-                          f"got {init_from!r}")
     vocab_size = model.config.vocab_size
     if meta:
         found = find_meta(meta)

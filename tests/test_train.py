@@ -84,6 +84,7 @@ def assert_one_line_error(result, code=2):
     (["--n_embd=30", "--n_head=4"], "n_embd"),  # not divisible
     (["--eval_only=true"], "eval_only"),  # from scratch
     (["--init_from=no/such/folder"], "no/such/folder"),
+    (["--init_from=resme"], "resume"),  # did you mean
     (["--fsdp=true", "--optimizer=muon"], "muon"),  # Muon needs whole matrices
 ])
 def test_bad_config_is_one_line_exit_2(args, word, tmp_path, data_dir):
