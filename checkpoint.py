@@ -5,6 +5,7 @@ A checkpoint is a dict of tensors and plain values (train.py's keys: model, opti
 iter_num, best_val_loss, ...), so torch.load(weights_only=True) reads it: a file you are handed runs no code.
 """
 
+import difflib
 import glob
 import json
 import math
@@ -124,7 +125,11 @@ def model_from_pretrained(name_or_folder, dropout=0.0):
     ImportError without transformers, OSError without the weights or network, ValueError for anything else."""
     path = os.path.join(name_or_folder, "config.json")
     if name_or_folder not in PRETRAINED and not os.path.isfile(path):
-        raise ValueError(f"{name_or_folder!r} is neither one of {', '.join(PRETRAINED)} nor a folder with config.json")
+        hint = difflib.get_close_matches(name_or_folder, ("resume", *PRETRAINED), n=1)  # a typo
+        if os.path.isfile(os.path.join(name_or_folder, "ckpt.pt")):  # a training run's folder
+            hint = [f"--init_from=resume --out_dir={name_or_folder}"]
+        raise ValueError(f"{name_or_folder!r} is not resume, {', '.join(PRETRAINED)} or a folder with config.json"
+                         + (f" (did you mean {hint[0]}?)" if hint else ""))
     try:
         config = {"model_type": "gpt2"} if name_or_folder in PRETRAINED else json.loads(Path(path).read_text())
         if config.get("model_type") == "arcee":
@@ -248,15 +253,12 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
         # the run's folder, then its dataset's: beside out_dir (a nanoGPT checkout), from here, in this repo
         places = [out_dir, os.path.normpath(os.path.join(out_dir, "..", dataset)), dataset,
                   os.path.join(os.path.dirname(os.path.abspath(__file__)), dataset)]
-    elif init_from in PRETRAINED or os.path.isdir(init_from):
+    else:
         try:
             model = model_from_pretrained(init_from)
         except (ImportError, OSError, ValueError) as e:  # no transformers, no network, a folder it cannot read
             raise ConfigError(f"cannot load {init_from}: {(str(e).splitlines() or [''])[0][:300]}") from None
         loaded, places = f"loaded {init_from}", [init_from] if os.path.isdir(init_from) else []
-    else:
-        raise ConfigError(f"init_from must be resume, {', '.join(PRETRAINED)} or a Hugging Face model folder, "
-                          f"got {init_from!r}")
     vocab_size = model.config.vocab_size
     if meta:
         found = find_meta(meta)
@@ -268,8 +270,8 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
             raise ConfigError(f"no meta.json or meta.pkl found for this model of {vocab_size} tokens: "
                               "name its tokenizer with --meta=PATH")
     tokens, meta_from = found or (gpt2_meta(), "GPT-2's BPE")
-    if tokens["vocab_size"] > vocab_size:
-        raise ConfigError(f"the tokenizer from {meta_from} has {tokens['vocab_size']} tokens but the model only "
+    if vocab_size not in (tokens["vocab_size"], padded_vocab(tokens)):  # its ids would mean other characters
+        raise ConfigError(f"the tokenizer from {meta_from} has {tokens['vocab_size']} tokens, the model "
                           f"{vocab_size}: not this model's; name its own with --meta=PATH")
     if vocab_size == padded_vocab(tokens) > tokens["vocab_size"]:  # train.py padded it: back to the tokenizer's
         model.crop_vocab_size(tokens["vocab_size"])

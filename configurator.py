@@ -5,7 +5,8 @@ Config files plus --key=value overrides, as nanoGPT, but checked:
 
 A config file is plain Python whose top-level names override the defaults. Every key must be one the
 script defines and every value must fit the default's type; otherwise a one-line error names it.
---help prints the script's docstring and its keys, each with the comment beside its default.
+--help prints the script's docstring and its keys, each with its value (after the config files and --key=value
+given beside --help) and the comment beside its default.
 """
 
 import ast
@@ -70,14 +71,11 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
     defaults updated by argv, left to right: config files (Python) and --key=value. strict_files=False lets
     a file set keys this script does not use (sizing.py reading a train config). nullable names keys that
     may be None although their default is not. given (a dict) receives each key that was set, and where.
-    -h/--help prints the calling script's usage and keys (sections: [(title, keys)]; sources: other files whose
-    comments explain keys) and exits 0.
+    -h/--help prints the calling script's usage and keys with the values the rest of argv gives them (sections:
+    [(title, keys)]; sources: other files whose comments explain keys) and exits 0.
     """
     argv = sys.argv[1:] if argv is None else argv
-    if any(arg in HELP for arg in argv):
-        script = sys._getframe(1).f_globals.get("__file__", sys.argv[0])
-        print(help_text(script, sections or [("config keys", defaults)], sources))
-        sys.exit(0)
+    helping, argv = any(arg in HELP for arg in argv), [arg for arg in argv if arg not in HELP]
     given = {} if given is None else given
     config = dict(defaults)
     typed = set()  # --key=value so far: a config file after it must not undo it in silence
@@ -117,6 +115,11 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                                   "config files")
             config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
             given[key] = f"in {arg}"
+    if helping:  # each key as the config files and --key=value beside --help set it
+        script = sys._getframe(1).f_globals.get("__file__", sys.argv[0])
+        shown = [(t, {k: config.get(k, v) for k, v in ks.items()}) for t, ks in sections or [("config keys", config)]]
+        print(help_text(script, shown, sources))
+        sys.exit(0)
     return config
 
 
@@ -153,7 +156,7 @@ def key_comments(path):
 
 
 def help_text(script, sections, sources=()):
-    """A script's --help: its docstring, then each section's keys as --key=default and the comment beside it (in
+    """A script's --help: its docstring, then each section's keys as --key=value and the comment beside it (in
     the script, else in sources: model.py for GPTConfig's keys)."""
     with open(script, encoding="utf-8") as f:
         doc = ast.get_docstring(ast.parse(f.read())) or ""

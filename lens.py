@@ -1,7 +1,7 @@
 """
 See inside a model: where each attention head looks, what each layer would predict (the logit lens), how
 surprised the model is by each token (printed, and in lens.html: one page, no network, hover a token; lens.png
-draws every head's attention), and with --eval its loss on a whole file in bits per byte.
+draws every head's attention; both go in a run's out_dir), and with --eval its loss on a file in bits per byte.
 
     python lens.py --out_dir=out-tiny --start="ROMEO:" --html=romeo.html --png=romeo.png
     python lens.py --init_from=gpt2 --start=FILE:prompt.txt  # GPT-2's weights (transformers)
@@ -35,8 +35,8 @@ stride = 0  # --eval: windows start this many tokens apart; each token is scored
 batch_size = 8  # --eval: windows per forward pass
 heads = False  # --eval: also each head's statistics (as the table for --start), averaged over all windows
 top = 3  # the logit lens's top tokens per position and layer (in the page)
-html = "lens.html"  # the page to write; "" = none
-png = "lens.png"  # the attention grid to write; "" = none
+html = "lens.html"  # the page to write (unless named: in out_dir, reading a run); "" = none
+png = "lens.png"  # the attention grid to write, where html goes; "" = none
 color = "auto"  # surprise as ANSI colour: "auto" (when stdout is a terminal) | "always" | "never"
 device = "auto"
 dtype = "float32"  # "float32" | "bfloat16" | "float16" | "auto"
@@ -347,12 +347,15 @@ def report(cfg, inside, ids, meta, decode, text):
 
 
 def main(argv=None):
-    cfg = configure(DEFAULTS, argv)
+    given = {}
+    cfg = configure(DEFAULTS, argv, given=given)
     if cfg["color"] not in ("auto", "always", "never") or min(cfg["stride"] + 1, cfg["batch_size"], cfg["top"]) < 1:
         raise ConfigError("color must be auto, always or never; stride >= 0; batch_size and top >= 1")
     for key, ends in (("html", (".html", ".htm")), ("png", (".png",))):  # never README.md written over by a page
         if cfg[key] and not cfg[key].lower().endswith(ends):
             raise ConfigError(f"--{key} names the file to write: end it in {ends[0]}, got {cfg[key]!r}")
+        if cfg[key] and key not in given and cfg["init_from"] == "resume":  # beside the run, where one looks
+            cfg[key] = os.path.join(cfg["out_dir"], cfg[key])
     text = read_text(cfg["start"][5:]) if cfg["start"].startswith("FILE:") else cfg["start"].replace("\\n", "\n")
     dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])

@@ -175,9 +175,8 @@ def load_data(rank):
     if the bins are missing."""
     have = all(os.path.exists(os.path.join(data_dir, n)) for n in ("train.bin", "val.bin"))
     prepare = os.path.join(data_dir, "prepare.py")
-    if not have and os.path.isfile(prepare) and rank == 0:
-        print(f"{data_dir} has no train.bin/val.bin yet: running its prepare.py", flush=True)
-        env = dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")  # it may refuse a 55 GB download unasked
+    if not have and os.path.isfile(prepare) and rank == 0:  # it says what it does, or refuses in one line (55 GB)
+        env = dict(os.environ, GLASSGPT_PREPARE_FROM_TRAIN="1")
         code = subprocess.run([sys.executable, prepare], env=env).returncode
         if code:
             raise SystemExit(code)
@@ -215,8 +214,8 @@ def init_model(meta, ckpt):
             model.crop_block_size(block_size)  # e.g. fine-tune GPT-2 (1024) with 256-token windows
     except (ImportError, OSError, ValueError) as e:
         raise ConfigError(f"cannot build the model ({init_from}): {str(e).splitlines()[0][:300]}") from None
-    if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} exceeds the model's {model.config.vocab_size}")
+    if model.config.vocab_size not in (meta["vocab_size"], padded_vocab(meta)):  # as sample.py: not this model's
+        raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} is not the model's {model.config.vocab_size}")
     folder = out_dir if init_from == "resume" else init_from
     if os.path.isfile(os.path.join(folder, "meta.json")) and not same_tokenizer(read_meta(folder), meta):
         raise ConfigError(f"{data_dir} is not the tokenizer {folder}'s model was trained with")

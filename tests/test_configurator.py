@@ -102,6 +102,12 @@ def test_help_gives_each_key_a_line_and_a_meaning_of_its_own(script):
     assert not shared, shared
 
 
+def test_help_shows_the_values_the_config_files_and_overrides_beside_it_set():
+    out = run_script("train.py", "config/tiny.py", "--help", "--n_layer=2").stdout
+    lines = set(out.split())
+    assert {"--out_dir=out-tiny", "--n_layer=2", "--max_seconds=180.0"} <= lines and "--out_dir=out" not in lines
+
+
 def test_a_bare_flag_is_true_for_a_boolean_key_only():
     assert configure({"quick": False, "n": 1}, ["--quick"]) == {"quick": True, "n": 1}
     with pytest.raises(ConfigError):

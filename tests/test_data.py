@@ -226,6 +226,20 @@ def test_text_prepare_gpt2(tmp_path, bpe):
     assert tokenizer.load_tokenizer(meta)[1](train + val) == (tmp_path / "in.txt").read_text()
 
 
+def test_text_prepare_names_a_next_step_with_a_run_folder_of_its_own(tmp_path):
+    """Not config/tiny.py's out-tiny, which holds the Shakespeare run: the user's would move it to previous/."""
+    import train
+    from configurator import configure
+    (tmp_path / "in.txt").write_text("some text\n" * 10)
+    done = prepare("text", f"--input={tmp_path / 'in.txt'}", f"--out_dir={tmp_path / 'o'}").stdout
+    helped = prepare("text", "--help").stdout
+    for said, data in ((done, {"data_dir": str(tmp_path / "o")}), (helped, {"dataset": "text"})):
+        argv = said[said.rindex("python train.py"):].splitlines()[0].split()[2:]  # run from the repo's root
+        argv = [os.path.join(REPO, a) if a.endswith(".py") else a for a in argv]
+        cfg = configure(train.config_keys(vars(train)), argv)
+        assert cfg["out_dir"] not in ("out", "out-tiny") and cfg.items() >= data.items(), said
+
+
 def test_text_prepare_bad_input_is_one_line(tmp_path):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "empty_dir").mkdir()

@@ -323,8 +323,18 @@ def test_report_html_and_png(out_dir, tmp_path, capsys):
     assert data["att"][1][1][5] == [round(w, 3) for w in r["att"][1, 1, 5, :6].tolist()]
 
 
+def test_unless_named_the_page_and_png_go_in_the_runs_folder_and_say_so(out_dir, tmp_path, monkeypatch, capsys):
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    lens.main([f"--out_dir={out_dir}", "--color=never"])
+    err = capsys.readouterr().err
+    assert os.listdir(".") == [] and (out_dir / "lens.html").is_file() and str(out_dir / "lens.html") in err
+    pytest.importorskip("matplotlib")
+    assert (out_dir / "lens.png").is_file() and str(out_dir / "lens.png") in err
+
+
 def test_the_files_lens_writes_into_the_current_folder_are_left_out_of_git():
-    """lens.py writes lens.html and lens.png where it runs: git is to ignore them, not list them as untracked."""
+    """Reading GPT-2 or a folder, lens.py writes lens.html and lens.png where it runs: git is to ignore them."""
     names = [lens.html, lens.png, "text.html", "text.png"]
     try:
         p = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=REPO, capture_output=True, text=True)

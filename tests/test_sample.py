@@ -151,6 +151,7 @@ def bad_cases(run):
     (run / "empty_prompt.txt").write_text("")
     write_checkpoint(run / "alone" / "ckpt.pt", dataset="nowhere")  # a char model away from its tokenizer
     tokenizer.write_meta(run / "other", tokenizer.char_meta(VOCAB + "0123456789"))  # more ids than the model
+    tokenizer.write_meta(run / "fewer", tokenizer.char_meta(VOCAB[:-5]))  # fewer: its ids mean other characters
     ckpt = load_checkpoint(run / "ckpt.pt")
     save_checkpoint({**ckpt, "model_args": {**ckpt["model_args"], "logit_scale": 0.25}}, run / "forked.pt")
     sd = dict(ckpt["model"], **{"transformer.ln_f.gain": ckpt["model"]["transformer.ln_f.weight"]})
@@ -163,7 +164,8 @@ def bad_cases(run):
         ([f"--out_dir={run}", "--start=ROMEO: 1+1"], "'1'"),
         ([f"--out_dir={run}", f"--start=FILE:{run / 'nope.txt'}"], "nope.txt"),
         ([f"--out_dir={run}", f"--start=FILE:{run / 'empty_prompt.txt'}"], "empty"),
-        ([f"--out_dir={run}", f"--meta={run / 'other'}"], "70"),
+        ([f"--out_dir={run}", f"--meta={run / 'other'}"], "70"), ([f"--out_dir={run}", f"--meta={run / 'fewer'}"], "55"),
+        ([f"--out_dir={run}", "--init_from=resme"], "resume"),
         ([f"--out_dir={run}", f"--meta={REPO}/README.md"], "README"),
         ([f"--out_dir={run}", "--temprature=0.5"], "temprature"), ([f"--out_dir={run}", "--top_p=1.5"], "top_p"),
         ([f"--out_dir={run}", "--max_new_tokens=0"], "max_new_tokens"), (["--init_from=llama"], "llama"),
@@ -176,6 +178,12 @@ def test_bad_input_is_one_line_and_exit_2(run):
         assert (result.returncode, result.stdout) == (2, ""), (args, result.stdout)
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, (args, result.stderr)
         assert word in result.stderr, (args, result.stderr)
+
+
+def test_a_run_folder_as_init_from_is_one_line_whose_suggestion_works(run):
+    result = run_script("sample.py", "--max_new_tokens=3", f"--init_from={run}")
+    assert (result.returncode, result.stdout) == (2, "") and result.stderr.count("\n") == 1, result.stderr
+    sample(*[w.rstrip("?)") for w in result.stderr.split() if w.startswith("--")], "--max_new_tokens=3")
 
 
 def test_save_checkpoint_that_fails_midway_leaves_the_old_file(run, monkeypatch):

@@ -84,6 +84,7 @@ def assert_one_line_error(result, code=2):
     (["--n_embd=30", "--n_head=4"], "n_embd"),  # not divisible
     (["--eval_only=true"], "eval_only"),  # from scratch
     (["--init_from=no/such/folder"], "no/such/folder"),
+    (["--init_from=resme"], "resume"),  # did you mean
     (["--fsdp=true", "--optimizer=muon"], "muon"),  # Muon needs whole matrices
 ])
 def test_bad_config_is_one_line_exit_2(args, word, tmp_path, data_dir):
@@ -106,6 +107,15 @@ def test_missing_dataset_and_missing_or_corrupt_checkpoint(tmp_path, data_dir):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "ckpt.pt").write_bytes(b"not a checkpoint")
     assert_one_line_error(run_train("--init_from=resume", data=data_dir, out=tmp_path / "bad"))
+
+
+def test_plain_train_py_is_one_line_not_a_55_gb_download(tmp_path):
+    """Bare train.py means GPT-2 on OpenWebText: it runs that dataset's prepare.py, which refuses the download."""
+    if (ROOT / "data" / "openwebtext" / "train.bin").exists():
+        pytest.skip("OpenWebText is prepared in this checkout: train.py would train GPT-2 on it")
+    result = run_script("train.py", cwd=tmp_path)
+    assert_one_line_error(result)
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 def test_a_model_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir):

@@ -5,7 +5,10 @@ Your own text as a dataset:
     python data/text/prepare.py --input=my_books/ --tokenizer=gpt2 --out_dir=data/books
 
 A folder means its *.txt files, sorted, joined by blank lines; the last val_fraction of the text validates.
-Then train on it: python train.py config/tiny.py --dataset=text (train.py reads data/<dataset>/).
+Then train on it in a run folder of its own (not config/tiny.py's out-tiny, the Shakespeare run's), with
+--data_dir=DIR in place of --dataset=text for an --out_dir elsewhere:
+
+    python train.py config/tiny.py --dataset=text --out_dir=out-text --muon_weight_decay=0.1
 """
 
 import glob
@@ -16,10 +19,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from configurator import ConfigError, configure, run  # noqa: E402
 from tokenizer import prepare_text, read_text  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = dict(
     input="",  # a UTF-8 text file, or a folder of *.txt files (required)
     tokenizer="char",  # char: one token per character; gpt2: GPT-2's BPE
-    out_dir=os.path.dirname(os.path.abspath(__file__)),  # where train.bin, val.bin and meta.json go
+    out_dir=HERE,  # where train.bin, val.bin and meta.json go
     val_fraction=0.1,  # the last fraction of the text, held out as val.bin
 )
 
@@ -35,6 +39,8 @@ def main():
     if not text.strip():
         raise ConfigError(f"{path} holds no text")
     prepare_text(text, cfg["tokenizer"], cfg["out_dir"], cfg["val_fraction"], source=path)
+    data = "--dataset=text" if os.path.abspath(cfg["out_dir"]) == HERE else f"--data_dir={cfg['out_dir']}"
+    print(f"next: python train.py config/tiny.py {data} --out_dir=out-text --muon_weight_decay=0.1")
 
 
 if __name__ == "__main__":
