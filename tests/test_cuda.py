@@ -5,7 +5,8 @@ On a GPU machine, from the repo root (a few minutes; torchrun runs 2 processes w
     python -m pytest tests/test_cuda.py -v -s
 
 Training in bf16 compiled and eager, exact resume, waits on the GPU per iteration, sample.py compiled and eager,
-torchrun with NCCL (DDP and FSDP, equal to one process), and GPT-2 124M's step time and MFU on random tokens.
+torchrun with NCCL (DDP and FSDP, equal to one process), an FSDP resume's GPU memory, and GPT-2 124M's step time
+and MFU on random tokens.
 """
 
 import json
@@ -16,7 +17,9 @@ import warnings
 
 import pytest
 import torch
+import torch.distributed as dist
 
+import parallel
 from checkpoint import load_checkpoint
 from conftest import run_script
 from test_train import ROOT, TINY, data_dir, evals, steps  # noqa: F401 (data_dir: a fixture)
@@ -102,6 +105,30 @@ def test_torchrun_with_nccl_equals_one_process(how, tmp_path, data_dir):
     for (_, a), (_, b) in zip(steps(one) + evals(one), steps(two) + evals(two), strict=True):
         assert abs(a - b) < 1e-3
     assert load_checkpoint(two / "ckpt.pt")["iter_num"] == 6
+
+
+def test_an_fsdp_resume_brings_each_gpu_only_its_shard_of_the_optimizer_state():
+    """parallel.load_optimizer as one of two FSDP processes (torch's fake process group: this GPU alone, collectives
+    going nowhere): the GPU's memory peaks at the shard of AdamW's moments it keeps, not at the whole moments of the
+    model (8 bytes a parameter: ~12.5 GB on every GPU at GPT-2 XL), and what it keeps is its part of the whole."""
+    from test_parallel import fsdp_rank, shard
+    model, opt, saved = fsdp_rank(0, "cuda")
+    try:
+        params = [p for g in opt.param_groups for p in g["params"]]
+        kept = sum(2 * 4 * p.to_local().numel() for p in params)  # exp_avg and exp_avg_sq, float32
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        parallel.load_optimizer(opt, saved)
+        peak = torch.cuda.max_memory_allocated() - before
+        print(f"an FSDP resume's AdamW state: the GPU's peak {peak / 2**20:.1f} MiB, its shard {kept / 2**20:.1f} MiB, "
+              f"the whole {2 * kept / 2**20:.1f} MiB")
+        assert peak <= kept * 1.05 + 2**20, (peak, kept)
+        for i, p in enumerate(params):
+            for key in ("exp_avg", "exp_avg_sq"):
+                assert torch.equal(opt.state[p][key].to_local().cpu(), shard(saved["state"][i][key], p))
+    finally:
+        dist.destroy_process_group()
 
 
 def test_gpt2_124m_step_and_mfu(tmp_path):
