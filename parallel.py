@@ -83,10 +83,17 @@ def whole(t):
 
 def gathered(state, keep):
     """state (a model's or optimizer's state dict) with each FSDP shard gathered whole, to the CPU where keep,
-    else None: ckpt.pt stays one file in one format. Every process must call it: each gather is a collective."""
+    else None: ckpt.pt stays one file in one format. Every process must call it: each gather is a collective.
+    A tensor under two keys (the tied wte and lm_head) stays one tensor, saved once, as in one process."""
+    kept = {}  # where each tensor's (local) data lies -> its whole copy on the CPU
+
     def whole_on_cpu(t):
+        local = t.to_local() if hasattr(t, "to_local") else t
         t = t.full_tensor() if hasattr(t, "full_tensor") else t  # every process gathers; one keeps what it gathered
-        return t.cpu() if keep else None
+        where = (local.data_ptr(), local.dtype, t.shape) if local.numel() else object()
+        if keep and where not in kept:
+            kept[where] = t.cpu()
+        return kept.get(where)
     return tree_map(lambda t: whole_on_cpu(t) if torch.is_tensor(t) else t, state)
 
 

@@ -33,6 +33,10 @@ def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(
     assert fsdp.returncode == 0, fsdp.stderr[-3000:]
     ckpt = load_checkpoint(moved / "ckpt.pt")  # one file, whole tensors, read as any run's
     assert all(type(v).__name__ == "Tensor" for v in ckpt["model"].values()) and ckpt["iter_num"] == 3
+    wte = ckpt["model"]["transformer.wte.weight"]  # tied: one tensor, written once, as by one process
+    assert ckpt["model"]["lm_head.weight"].data_ptr() == wte.data_ptr()
+    size = [(out / "ckpt.pt").stat().st_size for out in (straight, moved)]
+    assert abs(size[0] - size[1]) < wte.numel() * wte.element_size() / 2, size
     one = run_train("--max_iters=6", "--init_from=resume", *ARGS, data=data_dir, out=moved)
     assert one.returncode == 0, one.stderr
     for n, how in ((9, []), (12, ["--fsdp=True"])):
@@ -123,3 +127,14 @@ def test_an_fsdp_resume_hands_each_process_only_its_shard_of_the_optimizer_state
     finally:
         dist.destroy_process_group()
 
+
+def test_an_fsdp_checkpoint_holds_the_tied_embedding_and_head_once():
+    """gathered, as train.py saves: lm_head's weight is wte's, one tensor, as in one process's ckpt.pt (torch.save
+    writes a storage once): gathered per key, FSDP's ckpt.pt held it twice (+154 MB at 124M)."""
+    model, _, _ = fsdp_rank(0)
+    try:
+        state = parallel.gathered(model.state_dict(), keep=True)
+        assert state["lm_head.weight"].data_ptr() == state["transformer.wte.weight"].data_ptr()
+        assert len({t.data_ptr() for t in state.values()}) == len(state) - 1  # the rest: each its own
+    finally:
+        dist.destroy_process_group()
