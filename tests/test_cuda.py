@@ -4,9 +4,9 @@ On a GPU machine, from the repo root (a few minutes; torchrun runs 2 processes w
 
     python -m pytest tests/test_cuda.py -v -s
 
-Training in bf16 compiled and eager, exact resume, waits on the GPU per iteration, sample.py compiled and eager,
-torchrun with NCCL (DDP and FSDP, equal to one process), an FSDP resume's GPU memory, and GPT-2 124M's step time
-and MFU on random tokens.
+Training in bf16 compiled and eager, exact resume, waits on the GPU per iteration (AdamW, and Muon in float16),
+sample.py compiled and eager, torchrun with NCCL (DDP and FSDP, equal to one process), an FSDP resume's GPU
+memory, and GPT-2 124M's step time and MFU on random tokens.
 """
 
 import json
@@ -58,9 +58,10 @@ def test_resume_on_the_gpu_is_as_exact_as_a_second_run(tmp_path, data_dir):
     assert max(abs(x - y) for (_, x), (_, y) in zip(steps(a), steps(split))) <= noise + 1e-3
 
 
-def test_the_loop_waits_on_the_gpu_once_per_log_interval(tmp_path, data_dir):
+@pytest.mark.parametrize("how", [[], ["--optimizer=muon", "--dtype=float16"]])
+def test_the_loop_waits_on_the_gpu_once_per_log_interval(how, tmp_path, data_dir):
     """torch's sync debug mode warns at each wait (.item(), a pageable copy, a truth test): 20 iterations more with
-    log_interval=10 add 2 waits, the logs'."""
+    log_interval=10 add 2 waits, the logs'. Muon in float16 too: the GradScaler hands it found_inf on the GPU."""
     counts = []
     for n in (10, 30):
         with warnings.catch_warnings(record=True) as seen:
@@ -68,7 +69,7 @@ def test_the_loop_waits_on_the_gpu_once_per_log_interval(tmp_path, data_dir):
             torch.cuda.set_sync_debug_mode("warn")
             try:
                 result = train(data_dir, tmp_path / str(n), f"--max_iters={n}", "--log_interval=10",
-                               "--eval_interval=1000", "--compile=false")
+                               "--eval_interval=1000", "--compile=false", *how)
             finally:
                 torch.cuda.set_sync_debug_mode(0)
         assert result.returncode == 0, result.stderr
