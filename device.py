@@ -48,6 +48,9 @@ def resolve_device(device="auto", dtype="auto"):
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available.get(kind, False) or kind == "cuda" and (index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"device={device!r} is not available here")
+    if kind == "cuda" and index is not None and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > 1:
+        raise ConfigError(f"device={device!r} would put every torchrun process on that one GPU: use --device=cuda "
+                          "(each process its own, LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which)")
     if kind == "cuda":
         device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if index is None else device
         torch.cuda.set_device(device)

@@ -44,6 +44,9 @@ def test_the_gpu_named_or_torchruns_becomes_the_current_device(gpus, monkeypatch
     assert current == ["cuda:1", "cuda:1"]
     with pytest.raises(ConfigError):
         device.resolve_device("cuda:2")  # two GPUs: 0 and 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(ConfigError):  # every process on GPU 1: NCCL's error at the first collective, not one line
+        device.resolve_device("cuda:1")
 
 
 def test_peak_flops(monkeypatch):
