@@ -24,6 +24,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 GPU_PEAKS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12, "H100": 989e12, "H200": 989e12,
              "B200": 2250e12, "A100": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12, "A6000": 155e12,
              "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12}
+FLOAT32_PEAKS = {"V100": 15.7e12, "T4": 8.1e12}  # before Ampere, no TF32: float32 on the CUDA cores, at their peak
 
 
 def native_bf16(device_type):
@@ -48,6 +49,9 @@ def resolve_device(device="auto", dtype="auto"):
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available.get(kind, False) or kind == "cuda" and (index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"device={device!r} is not available here")
+    if kind == "cuda" and index is not None and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > 1:
+        raise ConfigError(f"device={device!r} would put every torchrun process on that one GPU: use --device=cuda "
+                          "(each process its own, LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which)")
     if kind == "cuda":
         device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if index is None else device
         torch.cuda.set_device(device)
@@ -84,8 +88,9 @@ def peak_flops(device_type, dtype):
     now (the best of ten 1024 x 1024 matmuls in dtype, a fraction of a second); None where unknown."""
     if device_type == "cuda":
         name = torch.cuda.get_device_name()
+        fp32 = next((flops for key, flops in FLOAT32_PEAKS.items() if key in name and dtype == "float32"), None)
         peak = next((flops for key, flops in GPU_PEAKS.items() if key in name), None)
-        return peak and peak / (2 if dtype == "float32" else 1)
+        return fp32 or peak and peak / (2 if dtype == "float32" else 1)
     if device_type != "cpu":
         return None
     a, best = torch.full((1024, 1024), 0.5, dtype=getattr(torch, dtype)), math.inf  # no random state used

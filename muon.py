@@ -11,26 +11,36 @@ import torch
 
 class BlockMuon(torch.optim.Muon):
     """
-    torch's Muon (its groups, state, checks, lr adjustment), with two changes to the step:
+    torch's Muon (its groups, state, checks, lr adjustment), with three changes to the step:
     - Newton-Schulz in float32 where bfloat16 is not native: torch's Muon orthogonalises in bfloat16,
       which on a CPU without bf16 instructions (AVX2 only) runs ~10x slower than float32 (docs/cpu.md).
     - a group's "split" > 1 orthogonalises each row block of its matrices on its own (c_attn's q, k, v),
       as views of the weight, its gradient and its momentum, updated in place.
+    - a float16 GradScaler hands it found_inf on the device: a step with inf/nan gradients changes nothing,
+      and no step waits for the GPU to say whether it had any (torch's Muon makes the scaler ask, every step).
     """
 
     def __init__(self, params, ns_dtype=torch.bfloat16, **kwargs):
         super().__init__(params, **kwargs)
         self.ns_dtype = ns_dtype
+        self._step_supports_amp_scaling = True  # GradScaler sets grad_scale (None once unscaled) and found_inf
 
     @torch.no_grad()
     def step(self, closure=None):
+        scale, found = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)
+        clean = None if found is None else found == 0
         for group in self.param_groups:
             params, grads, bufs = [], [], []
             self._init_group(group, params, grads, bufs)
+            if scale is not None and grads:  # the gradients are still scaled
+                torch._foreach_div_(grads, scale)
             lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
+            decay = 1 - lr * wd if clean is None else torch.where(clean, 1 - lr * wd, 1.0)
             by_shape = {}  # matrices of one shape orthogonalise as one batch: a few large matmuls, not many small
             for param, grad, momentum in zip(params, grads, bufs):
                 for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: updated in place
+                    if clean is not None:  # a skipped step's gradient is the momentum, which lerps to itself
+                        g.copy_(torch.where(clean, g, buf))
                     buf.lerp_(g, 1 - mu)  # Nesterov's update below is made in the gradient's memory, not new memory
                     by_shape.setdefault(tuple(p.shape), []).append((p, g.lerp_(buf, mu) if group["nesterov"] else buf))
             for same in by_shape.values():
@@ -39,8 +49,9 @@ class BlockMuon(torch.optim.Muon):
                     ortho = newton_schulz(torch.stack([u for _, u in batch]), group["ns_coefficients"],
                                           group["ns_steps"], group["eps"], self.ns_dtype)
                     for (p, _), update in zip(batch, ortho):
-                        p.mul_(1 - lr * wd)
-                        p.add_(update, alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+                        p.mul_(decay)
+                        p.add_(update if clean is None else update * clean,
+                               alpha=-torch.optim._muon._adjust_lr(lr, group["adjust_lr_fn"], p.shape))
 
 
 def newton_schulz(g, coefficients, steps, eps, dtype):
@@ -68,10 +79,12 @@ class MuonAdamW:
         self.muon, self.adamw = muon, adamw
         self.param_groups = muon.param_groups + adamw.param_groups  # the same dicts: lr writes reach both
         self.defaults = adamw.defaults
+        self._step_supports_amp_scaling = getattr(adamw, "_step_supports_amp_scaling", False)  # fused: no .item()
 
     def step(self):
-        self.muon.step()
-        self.adamw.step()
+        for opt in (self.muon, self.adamw):  # what a float16 GradScaler set on this optimizer, or None
+            opt.grad_scale, opt.found_inf = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)
+            opt.step()
 
     def zero_grad(self, set_to_none=True):
         self.muon.zero_grad(set_to_none=set_to_none)

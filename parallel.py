@@ -88,21 +88,36 @@ def whole(t):
 
 def gathered(state, keep):
     """state (a model's or optimizer's state dict) with each FSDP shard gathered whole, to the CPU where keep,
-    else None: ckpt.pt stays one file in one format. Every process must call it: each gather is a collective."""
+    else None: ckpt.pt stays one file in one format. Every process must call it: each gather is a collective.
+    A tensor under two keys (the tied wte and lm_head) stays one tensor, saved once, as in one process."""
+    kept = {}  # where each tensor's (local) data lies -> its whole copy on the CPU
+
     def whole_on_cpu(t):
+        local = t.to_local() if hasattr(t, "to_local") else t
         t = t.full_tensor() if hasattr(t, "full_tensor") else t  # every process gathers; one keeps what it gathered
-        return t.cpu() if keep else None
+        where = (local.data_ptr(), local.dtype, t.shape) if local.numel() else object()
+        if keep and where not in kept:
+            kept[where] = t.cpu()
+        return kept.get(where)
     return tree_map(lambda t: whole_on_cpu(t) if torch.is_tensor(t) else t, state)
 
 
 def load_optimizer(opt, state):
-    """opt.load_state_dict(state), each whole saved tensor cut to its parameter's shard under FSDP."""
-    opt.load_state_dict(state)
-    for p, s in getattr(opt, "state", {}).items():  # (Muon + AdamW: never under FSDP)
-        if hasattr(p, "device_mesh"):
-            for k, v in s.items():
-                if torch.is_tensor(v) and v.shape == p.shape:  # exp_avg, exp_avg_sq; not the step count
-                    s[k] = torch.distributed.tensor.distribute_tensor(v, p.device_mesh, p.placements, src_data_rank=None)
+    """opt.load_state_dict(state), its tensors whole (ckpt.pt's). Under FSDP each moment is cut to this process's shard
+    on the CPU first: load_state_dict moves what it is given to the GPU, and whole, every GPU held all the moments."""
+    from torch.distributed.tensor import DTensor
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if not any(isinstance(p, DTensor) for p in params):  # (Muon + AdamW: never under FSDP)
+        return opt.load_state_dict(state)
+    moments = dict(state["state"])
+    for i, p in zip([i for g in state["param_groups"] for i in g["params"]], params):  # paired as load_state_dict does
+        part = p.__create_chunk_list__()[0]  # this process's shard: its offsets and sizes in the whole
+        cut = tuple(slice(o, o + n) for o, n in zip(part.offsets, part.sizes))
+        moments[i] = {k: DTensor.from_local(v[cut].to(p.device, copy=True), p.device_mesh, p.placements,
+                                            shape=p.shape, stride=p.stride())
+                      if torch.is_tensor(v) and v.shape == p.shape else v  # exp_avg, exp_avg_sq; not the step count
+                      for k, v in moments.get(i, {}).items()}
+    opt.load_state_dict({**state, "state": moments})
 
 
 def end():

@@ -44,6 +44,9 @@ def test_the_gpu_named_or_torchruns_becomes_the_current_device(gpus, monkeypatch
     assert current == ["cuda:1", "cuda:1"]
     with pytest.raises(ConfigError):
         device.resolve_device("cuda:2")  # two GPUs: 0 and 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(ConfigError):  # every process on GPU 1: NCCL's error at the first collective, not one line
+        device.resolve_device("cuda:1")
 
 
 def test_peak_flops(monkeypatch):
@@ -54,5 +57,10 @@ def test_peak_flops(monkeypatch):
     assert device.peak_flops.__wrapped__("cuda", "float32") == 156e12  # TF32
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 PCIe")
     assert device.peak_flops.__wrapped__("cuda", "bfloat16") == 756e12
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100-SXM2-16GB")  # no TF32: float32's own
+    assert (device.peak_flops.__wrapped__("cuda", "float16"), device.peak_flops.__wrapped__("cuda", "float32")) == \
+        (125e12, 15.7e12)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    assert device.peak_flops.__wrapped__("cuda", "float32") == 8.1e12
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Some Future GPU")
     assert device.peak_flops.__wrapped__("cuda", "bfloat16") is None  # no MFU rather than a wrong one

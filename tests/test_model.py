@@ -559,6 +559,50 @@ def test_block_muon_is_torchs_muon_with_float32_newton_schulz_and_qkv_blocks():
         torch.bfloat16
 
 
+@pytest.mark.parametrize("unscaled", [True, False])  # train.py unscales first when it clips; else the step does
+def test_muon_under_a_float16_grad_scaler_skips_an_inf_step_without_asking_the_host(unscaled):
+    """A GradScaler hands an optimizer that takes them its scale and found_inf, as tensors on the device (torch's
+    amp/grad_scaler.py); otherwise its step waits on the GPU for found_inf.item() every iteration. MuonAdamW takes
+    them: with found_inf set (as GradScaler sets it) a step changes no weight or state; without, under a scaler or
+    with found_inf 0, a step is the one taken without any scaler, to the bit. Then a scaler skips a real inf step."""
+    def state(model, opt):
+        return [t.clone() for t in [*model.parameters(), *(v for o in (opt.muon, opt.adamw)
+                                                          for s in o.state.values() for v in s.values())]]
+
+    def run(how, steps=3):
+        model = make(bias=True)
+        opt, scaler = configure_muon(model, 0.1, 1e-2, (0.9, 0.95), "cpu", muon_weight_decay=0.1), None
+        for i in range(steps):
+            idx = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(i))
+            loss = model(idx, idx)[1]
+            if how == "scaler":
+                scaler = scaler or torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+                scaler.scale(loss).backward()
+                if unscaled:
+                    scaler.unscale_(opt)
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                before = state(model, opt)
+                opt.grad_scale, opt.found_inf = None, torch.tensor(float(how == "inf" and i == steps - 1))
+                opt.step()
+            opt.zero_grad()
+        return model, opt, scaler, before if how == "inf" else None
+
+    plain, clean, scaled = (state(*run(how)[:2]) for how in ("plain", "clean", "scaler"))
+    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(plain, clean, scaled, strict=True))
+    model, opt, _, before = run("inf")
+    assert all(torch.equal(a, b) for a, b in zip(before, state(model, opt), strict=True))
+    model, opt, scaler, _ = run("scaler", steps=1)
+    before = state(model, opt)
+    model(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.long))[1].backward()
+    model.transformer.h[0].mlp.c_fc.weight.grad[0, 0] = math.inf  # Muon's
+    scaler.step(opt)
+    scaler.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, state(model, opt), strict=True)) and scaler.get_scale() == 512
+
+
 def test_under_autocast_q_k_v_and_the_cache_share_one_dtype(monkeypatch):
     """Rotary tables are float32; under bf16 autocast q and k must not be promoted to them while v stays bf16."""
     from model import CausalSelfAttention

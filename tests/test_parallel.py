@@ -1,7 +1,8 @@
 """
 Many processes on the CPU (torchrun, gloo): FSDP trains as one process does, its ckpt.pt is any run's ckpt.pt (a
 run moves between 1 process, DDP and FSDP by --init_from=resume), and each FSDP process holds half of what a DDP
-process holds. Each torchrun starts processes that import torch: slow.
+process holds. Each torchrun starts processes that import torch: slow. What one FSDP process does with a checkpoint
+is checked in this process, as one rank of two whose collectives go nowhere (torch's fake process group).
 """
 
 import json
@@ -13,16 +14,20 @@ import sys
 import time
 
 import pytest
+import torch
+import torch.distributed as dist
 
+import parallel
 from checkpoint import load_checkpoint
+from model import GPT, GPTConfig
 from sizing import memory_bytes
 from test_train import ROOT, TINY, data_dir, evals, run_train, steps, torchrun  # noqa: F401 (data_dir: a fixture)
 
-pytestmark = pytest.mark.slow
 ARGS = ["--gradient_accumulation_steps=4", "--eval_interval=3", "--eval_iters=4", "--optimizer=adamw", "--max_seconds=0",
         "--dtype=float32"]
 
 
+@pytest.mark.slow
 def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(tmp_path, data_dir):
     """12 iterations in one process, against: 3 under FSDP, 3 more in one process, 3 under DDP, 3 under FSDP again,
     each resuming the last one's ckpt.pt: the same losses within 1e-5 (float32, AdamW, the same global batch)."""
@@ -32,6 +37,10 @@ def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(
     assert fsdp.returncode == 0, fsdp.stderr[-3000:]
     ckpt = load_checkpoint(moved / "ckpt.pt")  # one file, whole tensors, read as any run's
     assert all(type(v).__name__ == "Tensor" for v in ckpt["model"].values()) and ckpt["iter_num"] == 3
+    wte = ckpt["model"]["transformer.wte.weight"]  # tied: one tensor, written once, as by one process
+    assert ckpt["model"]["lm_head.weight"].data_ptr() == wte.data_ptr()
+    size = [(out / "ckpt.pt").stat().st_size for out in (straight, moved)]
+    assert abs(size[0] - size[1]) < wte.numel() * wte.element_size() / 2, size
     one = run_train("--max_iters=6", "--init_from=resume", *ARGS, data=data_dir, out=moved)
     assert one.returncode == 0, one.stderr
     for n, how in ((9, []), (12, ["--fsdp=True"])):
@@ -42,6 +51,7 @@ def test_fsdp_equals_one_process_and_a_run_moves_between_1_process_ddp_and_fsdp(
         assert abs(a - b) <= 1e-5, (a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [[], ["--fsdp=True"]])
 def test_a_time_budget_ends_every_process_at_the_same_iteration(how, tmp_path, data_dir):
     """Each process counts its own seconds; they agree on the most (a collective on the host), so all decay the lr
@@ -61,6 +71,7 @@ def rank_bytes(tmp_path, *args):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_an_fsdp_process_holds_half_of_what_a_ddp_process_holds(tmp_path):
     """Parameters, gradients and AdamW's moments, measured in each process after a step, against sizing.py's
     arithmetic: DDP's process holds them all, each of 2 FSDP processes half (up to a row of padding each)."""
@@ -73,6 +84,64 @@ def test_an_fsdp_process_holds_half_of_what_a_ddp_process_holds(tmp_path):
     assert memory_bytes(GPTConfig(block_size=32, vocab_size=64, n_layer=4, n_head=4, n_embd=64), shards=2)[
         "train_state"] == m["train_state"] // 2
     assert ddp["ddp_buffers_broadcast"] is False and ddp["ddp_bucket_views"] is True  # tuned as nanoGPT's users would
+
+
+def fsdp_rank(rank, device="cpu"):
+    """(one process's FSDP model, its AdamW, and ckpt.pt's optimizer state: one process's after a step, whole),
+    this process being rank `rank` of two whose collectives do nothing. Call dist.destroy_process_group() after."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    config = GPTConfig(block_size=32, vocab_size=4096 if device == "cuda" else 64, n_layer=4, n_head=4,
+                       n_embd=512 if device == "cuda" else 48)
+    torch.manual_seed(0)
+    one = GPT(config)
+    opt = one.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    for p in one.parameters():
+        p.grad = torch.randn_like(p)
+    opt.step()
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=2)
+    model = GPT(config)
+    parallel.wrap(model, device, fsdp=True)
+    return model, model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), device), opt.state_dict()
+
+
+def shard(whole, p):
+    """The part of whole, a tensor of p's shape, that this process holds of p."""
+    part = p.__create_chunk_list__()[0]
+    return whole[tuple(slice(o, o + n) for o, n in zip(part.offsets, part.sizes))]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_an_fsdp_resume_hands_each_process_only_its_shard_of_the_optimizer_state(rank):
+    """ckpt.pt's optimizer state is whole; load_state_dict moves what it is given to each parameter's device, so
+    what reaches it must be this process's shards, not the whole moments (on a GPU each process then held the whole
+    model's optimizer state at once: tests/test_cuda.py measures that). What it loads is that part of the whole."""
+    model, opt, saved = fsdp_rank(rank)
+    try:
+        given, held = [], lambda t: (t.to_local() if hasattr(t, "to_local") else t).numel()
+        load = opt.load_state_dict
+        opt.load_state_dict = lambda state: given.append(state) or load(state)
+        parallel.load_optimizer(opt, saved)
+        params = [p for g in opt.param_groups for p in g["params"]]
+        for i, p in enumerate(params):  # saved ids count parameters in group order, from 0
+            for key in ("exp_avg", "exp_avg_sq"):
+                handed, loaded = given[0]["state"][i][key], opt.state[p][key]
+                assert held(handed) == held(loaded) == held(p) < p.numel()
+                assert torch.equal(loaded.to_local(), shard(saved["state"][i][key], p))
+            assert torch.equal(opt.state[p]["step"], saved["state"][i]["step"])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_an_fsdp_checkpoint_holds_the_tied_embedding_and_head_once():
+    """gathered, as train.py saves: lm_head's weight is wte's, one tensor, as in one process's ckpt.pt (torch.save
+    writes a storage once): gathered per key, FSDP's ckpt.pt held it twice (+154 MB at 124M)."""
+    model, _, _ = fsdp_rank(0)
+    try:
+        state = parallel.gathered(model.state_dict(), keep=True)
+        assert state["lm_head.weight"].data_ptr() == state["transformer.wte.weight"].data_ptr()
+        assert len({t.data_ptr() for t in state.values()}) == len(state) - 1  # the rest: each its own
+    finally:
+        dist.destroy_process_group()
 
 
 # ----------------------------------------------------------------------------- a run that survives
@@ -96,6 +165,7 @@ def kill_a_worker_after_the_first_checkpoint(proc, out):
     return time.time()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [[], ["--fsdp=True"]])
 def test_torchrun_restarts_a_killed_worker_and_the_run_goes_on(how, tmp_path, data_dir):
     """--max-restarts=1 and a worker killed after the first checkpoint: the restarted processes resume this run's
@@ -116,6 +186,7 @@ def test_torchrun_restarts_a_killed_worker_and_the_run_goes_on(how, tmp_path, da
         assert abs(a - b) <= 1e-5, (a, b)
 
 
+@pytest.mark.slow
 def test_a_workers_death_ends_the_others_in_one_line_each_and_keeps_the_checkpoint(tmp_path, data_dir):
     out = tmp_path / "out"
     proc = subprocess.Popen(torchrun_cmd(data_dir, out, *ARGS, "--max_iters=100000", "--eval_interval=20",
@@ -129,6 +200,7 @@ def test_a_workers_death_ends_the_others_in_one_line_each_and_keeps_the_checkpoi
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] % 20 == 0  # a whole checkpoint, from an eval
 
 
+@pytest.mark.slow
 def test_two_machines_train_as_one_process_and_the_run_resumes_on_one(tmp_path, data_dir):
     """Two torchrun agents on 127.0.0.1 (--nnodes=2, c10d rendezvous), one process each, as two machines: the losses
     of one process with the same global batch; then the run resumes in one process and goes on as the straight run."""
