@@ -7,6 +7,7 @@ import contextlib
 import functools
 import math
 import os
+import sys
 import time
 
 # OpenMP's idle threads sleep after a short spin rather than spinning on: with one other busy process on the
@@ -66,20 +67,31 @@ def resolve_device(device="auto", dtype="auto"):
     return device, kind, dtype
 
 
-def check_fits(need, device_type, processes=1):
-    """Refuse, before anything is allocated, a run that needs more bytes than the device has (a GPU's total memory,
-    or what Linux has available now, which the processes on one machine share)."""
-    have = None
+def memory_available(device_type):
+    """The bytes a run may take: a GPU's total memory, or what Linux has available now; None where unknown."""
     if device_type == "cuda":
-        have = torch.cuda.mem_get_info()[1]
-    elif device_type == "cpu" and os.path.isfile("/proc/meminfo"):
+        return torch.cuda.mem_get_info()[1]
+    if device_type == "cpu" and os.path.isfile("/proc/meminfo"):
         with open("/proc/meminfo") as f:
-            have = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
-        need *= processes
-    if have is not None and need > have:
-        raise ConfigError(f"this run needs at least {need / 2**30:.1f} GiB (weights, gradients, optimizer state and a "
-                          f"micro-batch; sizing.py) but {device_type} has {have / 2**30:.1f} GiB: a smaller model, "
-                          "batch_size or block_size")
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
+
+
+def check_fits(cost, device_type, processes=1):
+    """Refuse, before anything is allocated, a run that cannot fit (cost: sizing.built_costs). On a CPU by the whole
+    estimate, checked against the peaks real runs reach (docs/training.md), times the processes sharing the machine;
+    on a GPU, where it was not, only by what surely must fit (the training state and CUDA's own ~0.5 GiB), and a
+    warning in one line where the activations may not."""
+    have, gpu = memory_available(device_type), device_type == "cuda"
+    need, sure = (cost["training_bytes"] + 2**29, cost["train_state"] + 2**29) if gpu else (
+        (cost["training_bytes"] * processes,) * 2)
+    if have is not None and sure > have:
+        raise ConfigError(f"this run needs {'at least ' * gpu}{sure / 2**30:.1f} GiB (weights, gradients, optimizer "
+                          f"state{'' if gpu else ' and a micro-batch'}; sizing.py) but {device_type} has "
+                          f"{have / 2**30:.1f} GiB: a smaller model, batch_size or block_size")
+    if have is not None and need > have and os.environ.get("RANK", "0") == "0":
+        print(f"warning: this run may need {need / 2**30:.1f} GiB, sizing.py's estimate, and the GPU has "
+              f"{have / 2**30:.1f}: if it runs out of memory, lower batch_size (gradient_accumulation_steps keeps "
+              "the batch)", file=sys.stderr)
 
 
 @functools.lru_cache(maxsize=None)

@@ -73,8 +73,9 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ndim))
         self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
 
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+    def forward(self, x):  # in x's dtype: FSDP may gather a float32 stream's norm weights in bf16 (train.py --fsdp)
+        bias = self.bias.to(x.dtype) if self.bias is not None else None
+        return F.layer_norm(x, self.weight.shape, self.weight.to(x.dtype), bias, self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -86,7 +87,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ndim))
 
     def forward(self, x):
-        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return F.rms_norm(x, self.weight.shape, self.weight.to(x.dtype), self.eps)
 
 
 def make_norm(config):
@@ -320,10 +321,14 @@ class GPT(nn.Module):
         x = t.ln_f(x)
         if targets is not None:
             logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-            return logits, loss
+            return logits, self.loss(logits, targets)
         # inference: only the last position's logits are needed (a slice keeps the time dim)
         return self.lm_head(x[:, -1:, :]), None
+
+    @staticmethod
+    def loss(logits, targets):
+        """The mean next-token cross-entropy (targets of -1 ignored): a function of its own, to compile on its own."""
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
 
     def crop_block_size(self, block_size):
         """Shrink the context, e.g. to fine-tune GPT-2 (block 1024) with a smaller one."""

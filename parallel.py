@@ -8,6 +8,7 @@ function does what one process needs (nothing).
     torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py --fsdp=True     # FSDP
 """
 
+import gc
 import inspect
 import os
 from contextlib import nullcontext
@@ -18,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils._pytree import tree_map
 
 _flags = None  # a gloo group: the processes agree on a stop on the host, waiting on no GPU
+_sync_once = False  # FSDP: reduce-scatter the gradients on an iteration's last micro-batch only
 
 
 def start(device, device_type, backend="auto", num_threads=0):
@@ -38,29 +40,53 @@ def start(device, device_type, backend="auto", num_threads=0):
     return int(os.environ.get("RANK", 0)), world, local
 
 
-def wrap(model, device, fsdp=False):
-    """The model on device as the processes train it: itself alone; a DDP replica; or FSDP shards, block by block,
-    then the rest (fully_shard moves each shard to the device, so the whole model is never there)."""
-    if not dist.is_initialized():
-        return model.to(device)
-    if fsdp:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
-        for block in model.transformer.h:
-            fully_shard(block, mesh=mesh)
-        return fully_shard(model, mesh=mesh)
-    # the buffers (rope tables, masks) never change: no broadcast each forward (torch 2.13 renamed the switch);
-    # the gradients live in DDP's buckets, not copied there
+def wrap(model, device, fsdp=False, compiled=False, dtype="float32", sync_once=False):
+    """The model on device as the processes train it, compiled or not: itself alone; a DDP replica; or FSDP shards,
+    block by block, then the rest (fully_shard moves each shard to the device: the whole model is never there)."""
+    global _sync_once
+    if compiled and not (fsdp and dist.is_initialized()):
+        model.compile()  # in place: the weights keep their names
+    if not (fsdp and dist.is_initialized()):
+        return ddp(model.to(device), device) if dist.is_initialized() else model.to(device)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    # as torchtitan: each block gathered in the compute dtype, its gradients reduced in float32; and compiled before
+    # it is sharded, with the loss on its own (FSDP's hooks stay out of the graphs). The rest (embedding, head, final
+    # norm) stays float32, so the residual stream does, as in one process under autocast
+    mesh, _sync_once = init_device_mesh(torch.device(device).type, (dist.get_world_size(),)), sync_once
+    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32, cast_forward_inputs=False)
+    for block in model.transformer.h:
+        if compiled:
+            block.compile()
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    if compiled:
+        model.loss = torch.compile(model.loss)
+    return fully_shard(model, mesh=mesh)
+
+
+def ddp(model, device):
+    """A DDP replica. The buffers (rope tables, masks) never change: no broadcast each forward (torch 2.13 renamed the
+    switch); the gradients live in DDP's buckets, not copied there."""
     no_buffers = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP).parameters else "broadcast_buffers"
-    return DDP(model.to(device), device_ids=[torch.cuda.current_device()] if "cuda" in device else None,
+    return DDP(model, device_ids=[torch.cuda.current_device()] if "cuda" in device else None,
                gradient_as_bucket_view=True, **{no_buffers: False})
 
 
 def no_sync(model, sync):
     """DDP averages the gradients across processes on an iteration's last micro-batch only; FSDP reduces each
-    micro-batch's into the shards, so that no process ever holds a whole gradient."""
+    micro-batch's into the shards, so that no process ever holds a whole gradient, unless told to sync once
+    (train.py --fsdp_sync_once: one reduce-scatter an iteration for 4 bytes a parameter of whole gradients)."""
+    if hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(sync or not _sync_once)
     return model.no_sync() if isinstance(model, DDP) and not sync else nullcontext()
+
+
+def grad_scaler(device_type, dtype, fsdp):
+    """float16's loss scaler (a no-op otherwise). Under FSDP each process sees its shards' gradients alone: the
+    processes must agree to skip a step that overflowed anywhere, as torch's ShardedGradScaler has them."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+    sharded = fsdp and dist.is_initialized()
+    return (ShardedGradScaler if sharded else torch.amp.GradScaler)(device_type, enabled=dtype == "float16")
 
 
 def agree(stop, seconds):
@@ -121,6 +147,10 @@ def load_optimizer(opt, state):
 
 
 def end():
+    """Leave the process group, once the caller has let go of its model and optimizer: FSDP's shards still alive as
+    its group went made 1 process in 6 abort as it exited (gloo, torch 2.13: 'terminate called without an active
+    exception')."""
     if dist.is_initialized():
+        gc.collect()  # FSDP's modules hold themselves in cycles (their hooks)
         dist.barrier()
         dist.destroy_process_group()

@@ -141,14 +141,43 @@ def activation_bytes(config, batch_size, seq_len, bytes_per_value=4):
     return int(batch_size * seq_len * (config.n_layer * block + 2 * d + config.vocab_size) * bytes_per_value)
 
 
-def training_bytes(config, batch_size, optimizer="adamw", shards=1):
+def training_bytes(config, batch_size, optimizer="adamw", shards=1, acts=None, state=None):
     """The most bytes a training process holds beyond what it held before building the model: the training state
     (under FSDP its shard), a micro-batch's activations, the logits' gradient as the backward pass begins, and what
-    the allocator keeps of freed memory for reuse (measured on a CPU: a quarter of the activations and 128 MiB,
-    docs/training.md). The sum was within 10% of the peak measured for the main job's shapes up to 10 GB."""
-    acts = activation_bytes(config, batch_size, config.block_size)
-    logits_grad = batch_size * config.block_size * config.vocab_size * 4
-    return memory_bytes(config, optimizer=optimizer, shards=shards)["train_state"] + acts + logits_grad + acts // 4 + 2 ** 27
+    the allocator keeps of freed memory for reuse (measured on CPUs: 128 MiB and a sixteenth of the activations,
+    docs/training.md). acts and state: as counted on the built model (built_costs), else on paper."""
+    acts = activation_bytes(config, batch_size, config.block_size) if acts is None else acts
+    state = memory_bytes(config, optimizer=optimizer, shards=shards)["train_state"] if state is None else state
+    return state + acts + batch_size * config.block_size * config.vocab_size * 4 + acts // 16 + 2 ** 27
+
+
+def built_costs(config, batch_size, optimizer="adamw", shards=1, dtype="float32"):
+    """What train.py reports and checks, counted on GPT(config) as model.py builds it (a fork's change too) in fake
+    tensors, which allocate nothing: forward and backward FLOPs per token (MFU's), the bytes of the training state
+    (weights, gradients, optimizer state; under FSDP a process's shard) and of the activations autograd keeps, in
+    dtype's autocast, and training_bytes of them. The paper's figures above are this for the GPT that model.py ships."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    from model import GPT
+    saved = {}
+
+    def keep(t):  # what autograd saves for the backward pass: each tensor's memory once, the weights aside
+        saved[t.untyped_storage()._cdata] = 0 if t.untyped_storage()._cdata in weights else t.untyped_storage().nbytes()
+        return t
+    with FakeTensorMode(), torch.autocast("cpu", getattr(torch, dtype), enabled=dtype != "float32"):
+        model, x = GPT(config), torch.zeros(batch_size, config.block_size, dtype=torch.long)
+        weights = {p.untyped_storage()._cdata for p in model.parameters()}
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as flops:  # attention as matmuls, counted
+            model(x, x)[1].backward()
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            model(x, x)
+    n = sum(p.numel() for p in model.parameters())
+    muon = sum(p.numel() for p in model.transformer.h.parameters() if p.dim() == 2) if optimizer == "muon" else 0
+    state, acts = (16 * n - 4 * muon) // shards, sum(saved.values())  # fp32: weight, grad, AdamW's 2 or Muon's 1
+    return {"flops_per_token": flops.get_total_flops() // x.numel(), "train_state": state, "activations": acts,
+            "training_bytes": training_bytes(config, batch_size, acts=acts, state=state)}
 
 
 def human(n):

@@ -1,6 +1,6 @@
 """
 Train a GPT: from scratch, from a checkpoint, or from OpenAI's GPT-2 weights; on a CPU, a GPU, or many
-processes with torchrun (PyTorch DDP).
+processes with torchrun (PyTorch DDP, or FSDP2 for a model one GPU cannot hold).
 
     python train.py config/tiny.py                         # char-level Shakespeare in 3 minutes on a CPU
     python train.py config/tiny.py --batch_size=16 --n_layer=4
@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import nullcontext
 
 from device import autocast, check_fits, compiling, peak_flops, resolve_device  # before torch: OpenMP's setting
 import numpy as np
@@ -33,7 +32,7 @@ from configurator import ConfigError, config_keys, configure, run
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
-from sizing import flops_per_token, training_bytes
+from sizing import built_costs
 from stopping import Stopper
 from tokenizer import find_meta, padded_vocab, read_bin, read_meta, same_tokenizer
 
@@ -89,6 +88,7 @@ min_lr = 6e-5  # the learning rate after the decay: about learning_rate / 10, pe
 # system
 backend = "auto"  # torchrun's processes talk over "nccl" on CUDA, "gloo" otherwise
 fsdp = False  # under torchrun: shard parameters, gradients and optimizer state over the processes (FSDP2), not copy them
+fsdp_sync_once = False  # fsdp: reduce-scatter gradients once an iteration, not per micro-batch (+4 bytes a parameter)
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
 dtype = "auto"  # "auto" (bfloat16 where the device has it natively, float16 on older GPUs, else float32) | "float32" | ...
 compile = "auto"  # torch.compile the model: "auto" (on CUDA) | "true" | "false"
@@ -114,9 +114,8 @@ def get_lr(it, trained=0.0):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))) * (learning_rate - min_lr)
 
 
-def check_config(config):
-    """The values configurator cannot check by type alone. Raises ConfigError."""
-    c = config
+def check_config(c):
+    """The values configurator cannot check by type alone (c: the config). Raises ConfigError."""
     for key in ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
                 "log_interval"):
         if c[key] < 1:
@@ -185,12 +184,11 @@ def load_data(rank):
     found = find_meta(data_dir) if os.path.isdir(data_dir) else None
     if not found:
         raise ConfigError(f"no dataset at {data_dir} (its meta.json, train.bin, val.bin): set dataset or data_dir")
-    meta = found[0]
-    splits = [read_bin(os.path.join(data_dir, f"{s}.bin"), meta) for s in ("train", "val")]
-    for split, data in zip(("train", "val"), splits):
+    splits = {s: read_bin(os.path.join(data_dir, f"{s}.bin"), found[0]) for s in ("train", "val")}
+    for split, data in splits.items():
         if len(data) <= block_size:
             raise ConfigError(f"{split}.bin has {len(data)} tokens, too few for block_size={block_size}")
-    return splits[0], splits[1], meta
+    return splits["train"], splits["val"], found[0]
 
 
 def get_windows(data, starts):
@@ -250,19 +248,23 @@ def main():
     eval_starts = {s: np.linspace(0, len(d) - block_size - 1, eval_iters * batch_size).round().astype(np.int64)
                    for s, d in splits.items()}
 
-    # model, optimizer and the state a resume continues
-    if init_from in ("scratch", "resume"):  # weights, gradients, optimizer state and a micro-batch's activations
-        shape = GPTConfig(vocab_size=padded_vocab(meta), **{k: config[k] for k in MODEL_KEYS})
-        check_fits(training_bytes(shape, batch_size, optimizer, world_size if fsdp else 1), device_type, local_procs)
-    raw_model = init_model(meta, ckpt)
-    model = parallel.wrap(raw_model, device, fsdp)  # FSDP shards raw_model in place
+    # model, optimizer and the state a resume continues; what a step costs (FLOPs, bytes), counted on the model as
+    # model.py builds it (sizing.py) but before it is built, where it can be: a run that cannot fit is refused
+    raw_model = None if init_from in ("scratch", "resume") else init_model(meta, ckpt)  # GPT-2's shape: once loaded
+    shape = raw_model.config if raw_model else GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout,
+                                                         **{k: config[k] for k in MODEL_KEYS})
+    cost = built_costs(shape, batch_size, optimizer, world_size if fsdp else 1, dtype)
+    check_fits(cost, device_type, local_procs)
+    raw_model = raw_model or init_model(meta, ckpt)
+    compiled = compile == "true" or compile == "auto" and device_type == "cuda"
+    model = parallel.wrap(raw_model, device, fsdp, compiled, dtype, fsdp_sync_once)  # FSDP shards raw_model in place
     torch.manual_seed(seed + rank)
     ctx = autocast(device_type, dtype)
     opt = (configure_muon(raw_model, weight_decay, learning_rate, (beta1, beta2), device_type, muon_lr, muon_momentum,
                           muon_weight_decay, muon_ns_steps) if optimizer == "muon" else
            raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type))
     lr_scales = [g.get("lr_scale", 1.0) for g in opt.param_groups]  # Muon's peak lr over AdamW's
-    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+    scaler = parallel.grad_scaler(device_type, dtype, fsdp)
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
     iter_num, best_val_loss, trained = 0, math.inf, 0.0
     if ckpt is not None:
@@ -271,21 +273,17 @@ def main():
             scaler.load_state_dict(ckpt.get("scaler") or scaler.state_dict())  # float16's loss scale
         except (ValueError, KeyError, RuntimeError) as e:
             raise ConfigError(f"{out_dir}/ckpt.pt: its optimizer state does not fit this optimizer ({e})") from None
-        iter_num, best_val_loss = ckpt["iter_num"], float(ckpt["best_val_loss"])
-        trained = float(ckpt.get("trained_seconds", 0.0))
+        iter_num, best_val_loss, trained = ckpt["iter_num"], float(ckpt["best_val_loss"]), ckpt.get("trained_seconds", 0.0)
         if "sampler" in ckpt:  # nanoGPT's checkpoints hold no data order or random state: not an exact resume
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
         if "rng" in ckpt and world_size == 1:
             set_rng_state(ckpt["rng"], device)
     nanogpt = ckpt is not None and is_nanogpt(ckpt)  # a nanoGPT run's ckpt.pt is moved aside, not written over
     del ckpt  # its tensors are in the model and optimizer now
-    compiled = compile == "true" or compile == "auto" and device_type == "cuda"
-    if compiled:
-        raw_model.compile()  # in place: the weights keep their names
     log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta,
                  wandb=dict(project=wandb_project, name=wandb_run_name, config=config) if wandb_log and master else None)
     start_iter, stopped, worse = iter_num, False, 0  # worse: evals since the val loss improved (None: said so)
-    flops_per_iter, peak = flops_per_token(raw_model.config, block_size) * tokens_per_iter, peak_flops(device_type, dtype)
+    flops_per_iter, peak = cost["flops_per_token"] * tokens_per_iter, peak_flops(device_type, dtype)
 
     def say(message):
         if master:
@@ -442,6 +440,7 @@ def main():
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):
         say("no loss.png: drawing it needs matplotlib (pip install matplotlib)")
+    del model, raw_model, opt  # before the process group goes (parallel.end)
     parallel.end()
     return 128 + (stopper.signum or signal.SIGTERM) if stopped else 0  # a peer's stop, under DDP
 

@@ -64,3 +64,20 @@ def test_peak_flops(monkeypatch):
     assert device.peak_flops.__wrapped__("cuda", "float32") == 8.1e12
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Some Future GPU")
     assert device.peak_flops.__wrapped__("cuda", "bfloat16") is None  # no MFU rather than a wrong one
+
+
+def test_on_a_gpu_only_what_surely_cannot_fit_is_refused(monkeypatch, capsys):
+    """The estimate was checked against real peaks on CPUs only: on a GPU the training state (and CUDA's own) must
+    fit, or the run is refused; activations that may not fit are one line of warning."""
+    cost = {"train_state": 6 * 2**30, "training_bytes": 12 * 2**30}
+    monkeypatch.setattr(device, "memory_available", lambda kind: 16 * 2**30)
+    device.check_fits(cost, "cuda")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(device, "memory_available", lambda kind: 8 * 2**30)
+    device.check_fits(cost, "cuda")
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    with pytest.raises(ConfigError):
+        device.check_fits(cost, "cpu")  # where the estimate holds: the whole of it
+    monkeypatch.setattr(device, "memory_available", lambda kind: 4 * 2**30)
+    with pytest.raises(ConfigError):
+        device.check_fits(cost, "cuda")

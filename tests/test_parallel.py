@@ -86,6 +86,32 @@ def test_an_fsdp_process_holds_half_of_what_a_ddp_process_holds(tmp_path):
     assert ddp["ddp_buffers_broadcast"] is False and ddp["ddp_bucket_views"] is True  # tuned as nanoGPT's users would
 
 
+@pytest.mark.slow
+def test_fsdp_in_bf16_keeps_no_bf16_copy_of_the_weights_for_the_backward_pass(tmp_path):
+    """Under bfloat16 FSDP gathers each block's weights in bf16 and frees them after its forward; autocast alone made
+    a bf16 copy of every weight, which autograd kept until the backward pass: 2 bytes a parameter of the whole model
+    in every process, as a DDP process keeps them."""
+    ddp, fsdp = rank_bytes(tmp_path, "--bf16"), rank_bytes(tmp_path, "--fsdp", "--bf16")
+    assert ddp["kept"] - fsdp["kept"] >= 2 * 12 * 4 * 64 ** 2  # the blocks' matrices: 4 layers of 12 x 64 x 64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, within", [
+    (["--dtype=bfloat16"], 2e-3),  # blocks gathered in bf16, reduced in float32; one process autocasts: bf16's noise
+    (["--fsdp_sync_once=True"], 1e-5),  # one reduce-scatter an iteration
+    (["--compile=true"], 1e-4)])  # each block compiled before it is sharded, and the loss on its own
+def test_fsdp_as_a_tuned_trainer_runs_it_equals_one_process(how, within, tmp_path, data_dir):
+    args = [a for a in ARGS if not (a.startswith("--dtype") and "bfloat16" in how[0])] + ["--max_iters=6", *how]
+    one, fsdp = tmp_path / "one", tmp_path / "fsdp"
+    assert run_train(*[a for a in args if a not in ("--fsdp_sync_once=True", "--compile=true")], data=data_dir,
+                     out=one).returncode == 0
+    result = torchrun(data_dir, fsdp, "--fsdp=True", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [i for i, _ in steps(fsdp)] == list(range(6))
+    for (_, a), (_, b) in zip(steps(one) + evals(one), steps(fsdp) + evals(fsdp), strict=True):
+        assert abs(a - b) <= within, (a, b)
+
+
 def fsdp_rank(rank, device="cpu"):
     """(one process's FSDP model, its AdamW, and ckpt.pt's optimizer state: one process's after a step, whole),
     this process being rank `rank` of two whose collectives do nothing. Call dist.destroy_process_group() after."""

@@ -150,6 +150,44 @@ def test_forward_flops_equal_what_torch_counts(config):
     assert f["attn.scores"] + f["attn.reduce"] == 4 * T * config.n_embd  # the part that grows with T
 
 
+@pytest.mark.parametrize("switches", [{}, {"position": "rope", "norm": "rmsnorm", "bias": False},
+                                      {"attention": "manual", "tie_weights": False}, {"dropout": 0.1}])
+def test_the_built_model_costs_what_the_paper_says(switches):
+    """built_costs, what train.py checks and reports, counts on the model as built, in fake tensors: for the GPT that
+    model.py ships, the FLOPs of forward_flops (times 3, the backward's twice) and sizing's bytes."""
+    config = GPTConfig(block_size=64, vocab_size=100, n_layer=2, n_head=4, n_embd=64, **switches)
+    built = sizing.built_costs(config, 8, "muon")
+    assert built["flops_per_token"] == 3 * forward_flops(config, 64)["total"]
+    assert built["train_state"] == memory_bytes(config, optimizer="muon")["train_state"]
+    assert 0.98 < built["activations"] / activation_bytes(config, 8, 64) < 1.02
+    assert built["training_bytes"] == training_bytes(config, 8, acts=built["activations"], state=built["train_state"])
+    assert sizing.built_costs(config, 8, "adamw", shards=2)["train_state"] == memory_bytes(config, shards=2)["train_state"]
+
+
+def forty_times_wider_mlp(monkeypatch):
+    """A fork's change: an MLP 40 times as wide as the residual stream, not 4 (model.MLP, as a fork edits it)."""
+    import model
+
+    def init(self, config):
+        torch.nn.Module.__init__(self)
+        self.c_fc = torch.nn.Linear(config.n_embd, 40 * config.n_embd, bias=config.bias)
+        self.c_proj = torch.nn.Linear(40 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout, self.approximate = torch.nn.Dropout(config.dropout), "tanh"
+    monkeypatch.setattr(model.MLP, "__init__", init)
+
+
+def test_a_forks_wider_mlp_is_counted_as_built(monkeypatch):
+    """sizing.py's formulas know a 4x MLP; what train.py checks and reports is counted on the model as built, so a
+    fork's 40x MLP is counted as one: its parameters, its FLOPs (MFU) and its hidden activations."""
+    config = GPTConfig(block_size=32, vocab_size=50, n_layer=2, n_head=2, n_embd=32, bias=False)
+    paper = sizing.built_costs(config, 4)
+    forty_times_wider_mlp(monkeypatch)
+    built, d, L = sizing.built_costs(config, 4), 32, 2
+    assert built["flops_per_token"] - paper["flops_per_token"] == 3 * L * 2 * (2 * 36 * d * d)  # c_fc, c_proj: 36 d^2 more
+    assert built["train_state"] - paper["train_state"] == 16 * L * 2 * 36 * d * d  # AdamW: weight, grad, 2 moments
+    assert built["activations"] - paper["activations"] == 4 * 32 * L * 2 * 36 * d * 4  # hidden: before and after GELU
+
+
 def test_gpt2_small_flops_per_token():
     config = GPTConfig()
     assert flops_per_token(config, 1024) == 6 * 123_653_376 + 12 * 12 * 12 * 64 * 1024 == 855_166_464
