@@ -273,8 +273,8 @@ def peak_rss(*args):
 
 @pytest.mark.slow
 def test_training_bytes_is_within_10_percent_of_the_measured_peak(tmp_path):
-    """sizing.training_bytes, which train.py's fit check uses, against the peak memory of real runs of the main
-    job's recipe at larger shapes (their peak less that of a run of a negligible model: torch itself)."""
+    """sizing.built_costs' training_bytes, which train.py's fit check uses, against the peak memory of real runs of
+    the main job's recipe at larger shapes (their peak less that of a run of a negligible model: torch itself)."""
     data = tmp_path / "data"  # 65 characters, as tiny Shakespeare's: what is read does not change the memory
     data.mkdir()
     np.random.default_rng(0).integers(0, 65, 100_000).astype("uint16").tofile(data / "train.bin")
@@ -288,7 +288,7 @@ def test_training_bytes_is_within_10_percent_of_the_measured_peak(tmp_path):
                            **{k: v for k, v in shape.items() if k != "batch_size"})
         # one run's peak at the first shape ranged over 1,116-1,307 MiB in five runs: what must fit is the highest
         measured = max(peak_rss(*args) for _ in range(3)) - base
-        estimate = training_bytes(config, shape["batch_size"], "muon")
+        estimate = sizing.built_costs(config, shape["batch_size"], "muon")["training_bytes"]
         assert 0.9 < estimate / measured < 1.1, (shape, estimate, measured)
 
 
