@@ -6,6 +6,7 @@ is needed; signals, kill -9 and torchrun run for real.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -269,6 +270,23 @@ def test_a_resume_from_the_run_alone_continues_it_as_configured(tmp_path, data_d
     named = [line for line in resumed.stdout.splitlines() if "max_iters" in line]
     assert len(named) == 1 and "8" in named[0] and "4" in named[0], resumed.stdout
     assert load_checkpoint(split / "ckpt.pt")["config"]["batch_size"] == 3  # and so the next resume
+
+
+@pytest.mark.parametrize("limit", ["--max_iters=4", "--max_seconds=0.5"])
+def test_nothing_to_train_names_the_limit_reached_and_its_flag_trains_on(limit, tmp_path, data_dir):
+    """A finished run resumed with --init_from=resume --out_dir alone has nothing to train: the line names the one
+    limit the run reached, and the flag it suggests, typed after the same two, trains on."""
+    out, key = tmp_path / "out", limit.split("=")[0]
+    time_budget = ["--max_iters=100000", "--lr_decay_iters=100000"] if "seconds" in key else ["--max_seconds=0"]
+    assert run_train(limit, *time_budget, "--eval_interval=1000", data=data_dir, out=out).returncode == 0
+    before = load_checkpoint(out / "ckpt.pt")["iter_num"]
+    again = run_script("train.py", "--init_from=resume", f"--out_dir={out}")
+    [line] = [line for line in again.stdout.splitlines() if "nothing to train" in line]
+    other = "--max_seconds" if key == "--max_iters" else "--max_iters"
+    assert again.returncode == 0 and limit[2:] in line and other[2:] not in line, line
+    flag = re.search(key + r"=[\d.]+", line).group()
+    assert run_script("train.py", "--init_from=resume", f"--out_dir={out}", flag).returncode == 0
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] > before
 
 
 def test_resume_takes_the_checkpoints_model_and_refuses_another(tmp_path, data_dir):
