@@ -4,7 +4,7 @@ processes with torchrun (PyTorch DDP, or FSDP2 for a model one GPU cannot hold).
 
     python train.py config/tiny.py                         # char-level Shakespeare in 3 minutes on a CPU
     python train.py config/tiny.py --batch_size=16 --n_layer=4
-    python train.py config/tiny.py --init_from=resume      # continue where out_dir/ckpt.pt stopped
+    python train.py --init_from=resume --out_dir=out-tiny  # continue that run, as it was configured
     torchrun --standalone --nproc_per_node=2 train.py config/tiny.py --gradient_accumulation_steps=2 --batch_size=16
 
 out_dir receives ckpt.pt (the latest state, enough to resume exactly), best.pt (the lowest val loss),
