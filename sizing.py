@@ -244,7 +244,7 @@ def report(config, seq_len=None, optimizer="adamw", batch_size=12, shards=1):
         del m["muon"]
     lines += ["", f"memory (fp32, optimizer={optimizer}): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
     lines.append(f"training, per process (batch {batch_size} x {config.block_size}{f', FSDP over {shards}' if shards > 1 else ''}):"
-                 f" {human(training_bytes(config, batch_size, optimizer, shards))}B with the activations (train.py checks it)")
+                 f" {human(training_bytes(config, batch_size, optimizer, shards))}B with the activations (train.py checks the model as built)")
     return "\n".join(lines)
 
 
