@@ -200,11 +200,12 @@ def get_windows(data, starts):
         if "cuda" in device else (x.to(device), y.to(device))
 
 
-def init_model(meta, ckpt):
-    """The model init_from names, on the CPU. Any failure to build it is a one-line ConfigError."""
+def init_model(meta, ckpt, shape):
+    """The model init_from names, on the CPU (from scratch: of shape). Any failure to build it is a one-line
+    ConfigError."""
     try:
         if init_from == "scratch":
-            model = GPT(GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout, **{k: globals()[k] for k in MODEL_KEYS}))
+            model = GPT(shape)
         elif init_from == "resume":
             model = model_from_checkpoint(ckpt, dropout=dropout, attention=attention)
         else:
@@ -250,12 +251,11 @@ def main():
 
     # model, optimizer and the state a resume continues; what a step costs (FLOPs, bytes), counted on the model as
     # model.py builds it (sizing.py) but before it is built, where it can be: a run that cannot fit is refused
-    raw_model = None if init_from in ("scratch", "resume") else init_model(meta, ckpt)  # GPT-2's shape: once loaded
-    shape = raw_model.config if raw_model else GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout,
-                                                         **{k: config[k] for k in MODEL_KEYS})
-    cost = built_costs(shape, batch_size, optimizer, world_size if fsdp else 1, dtype)
+    shape = GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout, **{k: config[k] for k in MODEL_KEYS})
+    raw_model = None if init_from in ("scratch", "resume") else init_model(meta, ckpt, shape)  # GPT-2's: once loaded
+    cost = built_costs(raw_model.config if raw_model else shape, batch_size, optimizer, world_size if fsdp else 1, dtype)
     check_fits(cost, device_type, local_procs)
-    raw_model = raw_model or init_model(meta, ckpt)
+    raw_model = raw_model or init_model(meta, ckpt, shape)
     compiled = compile == "true" or compile == "auto" and device_type == "cuda"
     model = parallel.wrap(raw_model, device, fsdp, compiled, dtype, fsdp_sync_once)  # FSDP shards raw_model in place
     torch.manual_seed(seed + rank)
