@@ -202,5 +202,6 @@ def run(main):
     except RuntimeError as e:  # under torchrun, a collective another process left: it died, and torchrun says which
         if os.environ.get("WORLD_SIZE", "1") == "1" or not re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e)):
             raise
-        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({str(e).strip().splitlines()[0][:160]})", file=sys.stderr)
+        why = (str(e).strip().splitlines() or [""])[0][:160]
+        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why})", file=sys.stderr)
         sys.exit(1)
