@@ -104,18 +104,19 @@ def sinusoidal_table(n_pos, dim):
 
 
 def rope_tables(n_pos, head_size, base=10000.0):
-    """cos and sin of pos * theta_i for the rotary embedding, each (n_pos, head_size // 2)."""
+    """cos and sin of pos * theta_i for the rotary embedding, each (n_pos, head_size): both halves of a head get the
+    same angles, and sin's first half is negated, so that apply_rope is two products and a sum."""
     inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
     angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
-    return angles.cos().float(), angles.sin().float()
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat((cos, cos), dim=-1).float(), torch.cat((-sin, sin), dim=-1).float()
 
 
 def apply_rope(x, cos, sin):
     """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position, in x's dtype (under
     autocast q and k stay in the compute dtype of v: float32 tables would promote them)."""
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    # (x1 cos - x2 sin, x2 cos + x1 sin): x's halves rolled into each other's place; 4 operators, not 8
+    return x * cos.to(x.dtype) + x.roll(x.size(-1) // 2, dims=-1) * sin.to(x.dtype)
 
 
 class KVCache:
@@ -161,11 +162,10 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        # (B, T, C) -> (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        # (B, T, 3C) -> (B, 3 nh, T, hs): the heads of query, key and value; q's and k's rotated in one go
+        qkv, nh = self.c_attn(x).view(B, T, 3 * self.n_head, C // self.n_head).transpose(1, 2), self.n_head
+        qk = qkv[:, :2 * nh] if rope is None else apply_rope(qkv[:, :2 * nh], *rope)
+        (q, k), v = qk.split(nh, dim=1), qkv[:, 2 * nh:]
         if kv_cache is not None:
             k, v = kv_cache.update(layer, k, v, pos)
         if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad and k.size(2) <= 512:
