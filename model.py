@@ -104,8 +104,7 @@ def sinusoidal_table(n_pos, dim):
 
 
 def rope_tables(n_pos, head_size, base=10000.0):
-    """cos and sin of pos * theta_i for the rotary embedding, each (n_pos, head_size): both halves of a head get the
-    same angles, and sin's first half is negated, so that apply_rope is two products and a sum."""
+    """cos and sin of pos * theta_i for the rotary embedding, (n_pos, head_size) each: cos, cos and -sin, sin."""
     inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
     angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
     cos, sin = angles.cos(), angles.sin()
@@ -113,9 +112,8 @@ def rope_tables(n_pos, head_size, base=10000.0):
 
 
 def apply_rope(x, cos, sin):
-    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position, in x's dtype (under
-    autocast q and k stay in the compute dtype of v: float32 tables would promote them)."""
-    # (x1 cos - x2 sin, x2 cos + x1 sin): x's halves rolled into each other's place; 4 operators, not 8
+    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by its position's angle: x cos + (x's halves swapped)
+    sin, rope_tables' -sin in the first half; in x's dtype (under autocast float32 tables would promote q and k)."""
     return x * cos.to(x.dtype) + x.roll(x.size(-1) // 2, dims=-1) * sin.to(x.dtype)
 
 
@@ -125,20 +123,19 @@ class KVCache:
 
     def __init__(self, n_layer, max_len):
         self.max_len = max_len
-        self.k = [None] * n_layer
-        self.v = [None] * n_layer
+        self.k, self.v = [None] * n_layer, [None] * n_layer
         self.pos = 0  # positions stored; GPT.forward advances it (a tensor in a compiled step: no recompile)
 
     def update(self, layer, k, v, pos):
-        """Store k, v (B, nh, T, hs) at positions pos (T,); return the buffers, (B, nh, max_len, hs) each."""
+        """Store k, v (B, nh, T, hs) at positions pos (T,); return the keys and values of the positions stored, (B, nh,
+        self.pos, hs) each, or in a compiled step (self.pos a tensor) the whole buffers, (B, nh, max_len, hs)."""
         if self.k[layer] is None:  # zeros, in the dtype the model computes in: a masked NaN would still poison
             B, nh, _, hs = k.shape
             self.k[layer] = k.new_zeros(B, nh, self.max_len, hs)
             self.v[layer] = v.new_zeros(B, nh, self.max_len, hs)
         self.k[layer].index_copy_(2, pos, k)
         self.v[layer].index_copy_(2, pos, v)
-        n = self.max_len if torch.is_tensor(self.pos) else self.pos  # eager: the filled positions alone
-        return self.k[layer][:, :, :n], self.v[layer][:, :, :n]
+        return [t[layer][:, :, :self.max_len if torch.is_tensor(self.pos) else self.pos] for t in (self.k, self.v)]
 
 
 class CausalSelfAttention(nn.Module):
@@ -179,8 +176,8 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y))
 
     def attend(self, q, k, v, mask=None):
-        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), all S for
-        one query, or as mask (T, S) allows (a KV cache's keys)."""
+        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), or where a
+        KV cache's positions are the keys, as mask (T, S) allows."""
         T = q.size(2)
         dropout_p = self.dropout if self.training else 0.0
         if self.manual or self.capture:
@@ -193,8 +190,7 @@ class CausalSelfAttention(nn.Module):
                 self.att = att.detach()
         if self.manual:
             return self.attn_dropout(att) @ v
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                              is_causal=mask is None and T > 1)  # one query: every key it is given
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None)
 
 
 class MLP(nn.Module):
@@ -304,10 +300,9 @@ class GPT(nn.Module):
         if T > self.config.block_size or isinstance(pos0, int) and pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
         pos, mask = torch.arange(T, device=idx.device) + pos0, None
-        if kv_cache is not None:  # each query sees the cache's keys up to its own position: a compiled step's keys
-            compiled = torch.is_tensor(pos0)  # are the whole buffer, masked (shapes never change); eager, the filled
-            if compiled or pos0 and T > 1:  # positions alone (masking all 512 took 8% of a 6 x 384 token's time)
-                mask = torch.arange(kv_cache.max_len if compiled else pos0 + T, device=idx.device) <= pos[:, None]
+        if kv_cache is not None:  # each query sees the keys up to its own position: eager, the filled positions alone
+            S = kv_cache.max_len if torch.is_tensor(pos0) else pos0 + T  # (masking all took 8%), compiled the whole
+            mask = torch.arange(S, device=idx.device) <= pos[:, None]  # buffer, masked, so that its shapes never change
             kv_cache.pos = pos0 + T
         t = self.transformer
         x = t.wte(idx)
@@ -365,15 +360,12 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True,
                         step=None):
-        """
-        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
+        """Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
         use_cache, each token sends one position through the model; without, the whole context is recomputed (the
         reference). Past block_size the context is cropped to its last block_size tokens; every position then
         shifts, so from there on the window is recomputed, as without the cache. step: what runs the model after
-        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor.
-        """
-        block_size, step = self.config.block_size, self if step is None else step
-        cache = None
+        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor."""
+        block_size, step, cache = self.config.block_size, self if step is None else step, None
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
@@ -391,5 +383,4 @@ class GPT(nn.Module):
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
         """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval() first."""
-        new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache))
-        return torch.cat([idx] + new, dim=1)
+        return torch.cat([idx, *self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache)], dim=1)
