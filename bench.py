@@ -29,6 +29,7 @@ from torch.nn import functional as F
 
 from configurator import ConfigError, configure, run
 from model import GPT, GPTConfig
+from sample import prepare
 from muon import configure_muon
 from checkpoint import load_model
 from sizing import flops_per_token, forward_flops
@@ -200,7 +201,7 @@ def bench_sample(cfg):
     """Greedy tokens/s of one sample: generate with the KV cache, recomputing the context, with sample.py's compiled
     steps (--compile=True), and transformers' generate on the same weights exported (where transformers is); beside
     the limits the arithmetic sets: a token's FLOPs at the matmul peak, its weights' bytes at the memory's speed."""
-    device, n_prompt = cfg["device"], cfg["prompt_len"]
+    device, device_type, n_prompt = cfg["device"], torch.device(cfg["device"]).type, cfg["prompt_len"]
     if cfg["out_dir"]:
         model, meta, _ = load_model("resume", cfg["out_dir"])
     else:
@@ -213,7 +214,7 @@ def bench_sample(cfg):
     config, runs, tokens, tokens_per_s = model.config, {}, {}, {}
     n_new = cfg["new_tokens"] or config.block_size - n_prompt  # transformers' GPT-2 cannot go past the window
     hf = hugging_face(model, meta, device)
-    model.to(device)
+    dtype = prepare(model, device, cfg["dtype"])
     prompt = torch.randint(0, config.vocab_size, (1, n_prompt), device=device)
     runs["KV cache"] = lambda: model.generate(prompt, n_new, temperature=0)
     runs["recompute"] = lambda: model.generate(prompt, n_new, temperature=0, use_cache=False)
@@ -225,20 +226,20 @@ def bench_sample(cfg):
                                                    pad_token_id=0)
     for name, generate in runs.items():
         def timed(name=name, generate=generate):
-            with torch.no_grad(), autocast(torch.device(device).type, cfg["dtype"]):
+            with torch.no_grad(), autocast(device_type, dtype):
                 tokens[name] = generate()
         tokens_per_s[name] = n_new / median_time(timed, cfg["repeats"], cfg["warmup"], device)
     flops = forward_flops(config, n_prompt + n_new // 2)["total"]  # at the average context
     weights = sum(p.numel() * p.element_size() for p in model.parameters())  # batch 1 reads each once a token
-    peak, bandwidth = peak_flops(torch.device(device).type, cfg["dtype"]), memory_bandwidth(device)
-    r = {"model": vars(config), "new_tokens": n_new, "tokens_per_s": tokens_per_s,
+    peak, bandwidth = peak_flops(device_type, dtype), memory_bandwidth(device)
+    r = {"model": vars(config), "dtype": dtype, "new_tokens": n_new, "tokens_per_s": tokens_per_s,
          "identical": all(torch.equal(t.cpu(), tokens["KV cache"].cpu()) for t in tokens.values()),
          "distinct_tokens": len(set(tokens["KV cache"][0].tolist())), "flops_per_token": flops,
          "weight_bytes_per_token": weights, "flop_limit_tokens_per_s": peak / flops,
          "memory_limit_tokens_per_s": bandwidth / weights}
     lines = [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
              f"{config.vocab_size} ({cfg['out_dir'] or 'random weights, std ' + str(cfg['init_std'])}), {n_new} greedy "
-             f"tokens from a {n_prompt}-token prompt, {cfg['dtype']}, identical tokens: {r['identical']}"]
+             f"tokens from a {n_prompt}-token prompt, {dtype}, identical tokens: {r['identical']}"]
     lines += [f"  {name:<14}{v:9,.0f} tokens/s" + (f"  (KV cache / transformers: {tokens_per_s['KV cache'] / v:.2f}x)"
               if name == "transformers" else "") for name, v in tokens_per_s.items()]
     lines += [f"limits: {flops / 1e6:.2f} MFLOP a token at the matmul peak of {peak / 1e9:.0f} GFLOP/s: "
@@ -449,7 +450,8 @@ def main(argv=None):
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
     cfg["mode"] = mode
-    cfg["device"], _, cfg["dtype"] = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    cfg["device"], _, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    cfg["dtype"] = cfg["dtype"] if mode == "sample" else dtype  # sample: sample.prepare's, by the model's width
     if cfg["json"] and not os.access(os.path.dirname(os.path.abspath(cfg["json"])), os.W_OK):
         raise ConfigError(f"cannot write --json={cfg['json']}: its folder is missing or read-only")
     try:

@@ -68,6 +68,16 @@ def read_prompt(start):
         raise ConfigError(f"cannot read prompt file {start[5:]}: {getattr(e, 'strerror', None) or e}") from None
 
 
+def prepare(model, device, dtype):
+    """The model on device as sample.py samples with it, and the dtype it samples in (bench.py times the same)."""
+    _, kind, name = resolve_device(device, dtype)  # "auto" on a CPU below 512 wide: float32, bf16 ran slower there
+    name = "float32" if dtype == "auto" and kind == "cpu" and model.config.n_embd < 512 else name
+    for m in model.to(device).modules():  # in float32 on a CPU, one row times a weight ran 1.4x as fast column-major
+        if isinstance(m, torch.nn.Linear) and kind == "cpu" and name == "float32":
+            m.weight.data = m.weight.data.t().contiguous().t()  # the same matrix; docs/cpu.md has the figures
+    return name
+
+
 def encode_prompt(text, meta):
     """The prompt's ids; an empty prompt is GPT-2's <|endoftext|> (a document's start), for a char model an error."""
     ids = load_tokenizer(meta)[0](text or (EOT if meta["tokenizer"] == "gpt2" else ""))
@@ -79,17 +89,15 @@ def encode_prompt(text, meta):
 def main(argv=None):
     cfg = configure(DEFAULTS, argv, nullable=("top_k", "top_p"))
     check(cfg)
-    dev, device_type, dtype_name = resolve_device(cfg["device"], cfg["dtype"])
+    dev, device_type, _ = resolve_device(cfg["device"], cfg["dtype"])
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     ids = encode_prompt(text, meta)
-    if cfg["dtype"] == "auto" and device_type == "cpu" and model.config.n_embd < 512:
-        dtype_name = "float32"  # a token at a time, narrow models run slower in bf16 than in float32 (docs/cpu.md)
     log(loaded)
     n = 1 if cfg["temperature"] == 0 else cfg["num_samples"]
     if n < cfg["num_samples"]:
         log(f"temperature=0 is greedy: all {cfg['num_samples']} samples would be this one")
-    model.to(dev)
+    dtype_name = prepare(model, dev, cfg["dtype"])
     x = torch.tensor([ids] * n, dtype=torch.long, device=dev)  # the samples as one batch: a step costs ~one sample's
     generate = lambda k, step=None: model.generate_tokens(  # noqa: E731
         x, k, cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"], step)
