@@ -81,9 +81,7 @@ def check_fits(need, device_type, processes=1):
 @functools.lru_cache(maxsize=None)
 def peak_flops(device_type, dtype):
     """The matmul peak, FLOP/s, that MFU is reported against: a GPU's datasheet figure (GPU_PEAKS), a CPU's measured
-    now: the best of 512 x 512 matmuls in dtype on one thread for 0.25 s, times the threads. One thread needs one free
-    core, not all: 10 runs on 2 shared cores read 225-234 GFLOP/s so, 62-233 timing ten 2-thread 1024 x 1024 matmuls
-    (bf16: 1002-1017, 221-986), the best 2-thread reading within 5% of this. None where unknown."""
+    now (the best one-thread 512 x 512 matmul of 0.25 s, times the threads: it holds on shared cores); else None."""
     if device_type == "cuda":
         name = torch.cuda.get_device_name()
         peak = next((flops for key, flops in GPU_PEAKS.items() if key in name), None)
