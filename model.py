@@ -369,8 +369,8 @@ class GPT(nn.Module):
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
-            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again
-                logits, _ = step(idx[:, -block_size:].contiguous())
+            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again,
+                logits, _ = step(idx[:, -block_size:].clone(memory_format=torch.contiguous_format))  # of fixed strides
             elif cache is None:  # first step: prefill the cache with the prompt
                 cache = KVCache(self.config.n_layer, block_size)
                 logits, _ = self(idx, kv_cache=cache)
