@@ -50,6 +50,8 @@ def check(cfg):
         raise ConfigError("num_samples and max_new_tokens must be >= 1")
     if cfg["temperature"] < 0:
         raise ConfigError(f"temperature must be >= 0, got {cfg['temperature']}")
+    if cfg["compile"] and not cfg["use_cache"]:  # recomputing, every length is a shape of its own: nothing to compile
+        raise ConfigError("compile=true compiles the KV cache's steps: it needs use_cache=true")
     if cfg["top_k"] is not None and (not isinstance(cfg["top_k"], int) or cfg["top_k"] < 1):
         raise ConfigError(f"top_k must be a positive integer or None, got {cfg['top_k']!r}")
     p = cfg["top_p"]
@@ -104,11 +106,12 @@ def main(argv=None):
     step = None
     if cfg["compile"]:  # the steps after the prompt, in the shapes they always have: one token, or the whole window
         log("compiling the model's steps (torch.compile): on a CPU this takes from seconds to a minute")
-        step, t = torch.compile(model, dynamic=False), time.time()
-        try:  # compiling happens (and fails) at the first calls: make them here, past the window's end
-            with compiling(), torch.no_grad(), autocast(device_type, dtype_name):
-                for _ in generate(min(cfg["max_new_tokens"], model.config.block_size + 2), step):
-                    pass
+        step, t, block = torch.compile(model, dynamic=False), time.time(), model.config.block_size
+        try:  # compiling happens (and fails) at the first calls: make here those the sample will make, a token through
+            with compiling(), torch.no_grad(), autocast(device_type, dtype_name):  # the cache after the prompt ...
+                list(generate(min(cfg["max_new_tokens"], 2), step))
+                if len(ids) + cfg["max_new_tokens"] > block + 1:  # ... and the whole window, if the sample moves it
+                    step(x.new_zeros(n, block))
             log(f"compiled in {time.time() - t:.1f}s")
         except Exception as e:
             step = None

@@ -142,6 +142,28 @@ def test_compile_falls_back_to_the_same_text(run, monkeypatch):
     assert compiled == eager and "RuntimeError" in err
 
 
+@pytest.mark.parametrize("prompt, new, warm_up", [(5, 20, [(1, True)]), (5, 50, [(1, True), (32, False)])])
+def test_compile_warms_up_only_the_steps_the_sample_takes(run, monkeypatch, prompt, new, warm_up):
+    """Before sampling, a token through the cache and, only where the sample moves the window (block_size 32), the
+    whole window: the shapes the sample will use, not a throwaway sample. A stand-in for torch.compile counts."""
+    calls = []
+
+    def counting(model, **kwargs):
+        def step(idx, kv_cache=None):
+            calls.append((idx.size(1), kv_cache is not None))
+            return model(idx, kv_cache=kv_cache)
+        return step
+    monkeypatch.setattr(torch, "compile", counting)
+    args = [f"--out_dir={run}", f"--start={'A' * prompt}", "--num_samples=1", f"--max_new_tokens={new}",
+            "--temperature=0"]
+    eager, _ = sample(*args)
+    compiled, err = sample(*args, "--compile=true")
+    assert compiled == eager and "compiled in" in err
+    # the sample's own: after the prompt a token at a time through the cache until the window is full, then the window
+    steps = [(1, True)] * (min(prompt + new - 1, 32) - prompt) + [(32, False)] * max(prompt + new - 1 - 32, 0)
+    assert calls == warm_up + steps
+
+
 @pytest.mark.slow
 def test_compiled_steps_give_the_same_samples(run):
     """sample.py --compile=true, for real, past block_size (32): the eager run's text, sampled as well as greedy."""
@@ -182,6 +204,7 @@ def bad_cases(run):
         ([f"--out_dir={run}", f"--meta={REPO}/README.md"], "README"),
         ([f"--out_dir={run}", "--temprature=0.5"], "temprature"), ([f"--out_dir={run}", "--top_p=1.5"], "top_p"),
         ([f"--out_dir={run}", "--max_new_tokens=0"], "max_new_tokens"), (["--init_from=llama"], "llama"),
+        ([f"--out_dir={run}", "--use_cache=false", "--compile=true"], "use_cache"),
         ([f"--init_from={run}"], "config.json"), ([f"--out_dir={run}", "--device=cuda:7"], "cuda:7")]
 
 
