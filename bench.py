@@ -29,8 +29,9 @@ from torch.nn import functional as F
 
 from configurator import ConfigError, configure, run
 from model import GPT, GPTConfig
+from sample import prepare
 from muon import configure_muon
-from checkpoint import load_model
+from checkpoint import load_model, quiet_transformers
 from sizing import flops_per_token, forward_flops
 from tokenizer import char_meta, find_meta
 
@@ -61,8 +62,7 @@ DEFAULTS = {  # a key without a comment here is train.py's, explained there (and
                    new_tokens=0,  # greedy tokens per timed call; 0: as many as fill the window after the prompt
                    prompt_len=1,  # random tokens the generation continues
                    init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
-                   compile=False,
-                   dtype="auto", repeats=3, warmup=1),
+                   compile=False, dtype="auto", repeats=3, warmup=1),
     "attention": dict(batch_size=1, n_head=6,
                       head_size=64,  # q, k and v are (batch_size, n_head, T, head_size)
                       t_min=128,  # T: every power of 2 from t_min ...
@@ -177,8 +177,7 @@ def bench_train(cfg):
 
 def memory_bandwidth(device):
     """Bytes a second the memory moves: copies of 256 MB, each read and written."""
-    a = torch.empty(2 ** 26, device=device)
-    b = torch.empty_like(a)
+    a, b = (torch.empty(2 ** 26, device=device) for _ in range(2))
     return 2 * a.nbytes / median_time(lambda: b.copy_(a), 5, 1, device)
 
 
@@ -188,7 +187,6 @@ def hugging_face(model, meta, device):
         from transformers import AutoModelForCausalLM
     except ImportError:
         return None
-    from checkpoint import quiet_transformers
     from export import export_hf
     quiet_transformers()
     with tempfile.TemporaryDirectory() as folder:
@@ -197,23 +195,21 @@ def hugging_face(model, meta, device):
 
 
 def bench_sample(cfg):
-    """Greedy tokens/s of one sample: generate with the KV cache, recomputing the context, with sample.py's compiled
-    steps (--compile=True), and transformers' generate on the same weights exported (where transformers is); beside
-    the limits the arithmetic sets: a token's FLOPs at the matmul peak, its weights' bytes at the memory's speed."""
-    device, n_prompt = cfg["device"], cfg["prompt_len"]
+    """Greedy tokens/s of one sample as sample.py runs it: with the KV cache, recomputing, compiled (--compile=True),
+    and transformers' generate on its export; beside a token's Linear layers alone, its FLOPs and weights' limits."""
+    device, device_type, n_prompt = cfg["device"], torch.device(cfg["device"]).type, cfg["prompt_len"]
     if cfg["out_dir"]:
         model, meta, _ = load_model("resume", cfg["out_dir"])
     else:
         model = GPT(GPTConfig.from_dict(cfg)).eval()
         meta = char_meta("".join(chr(256 + i) for i in range(cfg["vocab_size"])))
         with torch.no_grad():  # GPT-2's init gives near-uniform logits: sharper weights make greedy tokens vary
-            for p in model.parameters():
-                if p.dim() >= 2:
-                    p.normal_(0.0, cfg["init_std"])
+            for p in (p for p in model.parameters() if p.dim() >= 2):
+                p.normal_(0.0, cfg["init_std"])
     config, runs, tokens, tokens_per_s = model.config, {}, {}, {}
     n_new = cfg["new_tokens"] or config.block_size - n_prompt  # transformers' GPT-2 cannot go past the window
     hf = hugging_face(model, meta, device)
-    model.to(device)
+    dtype = prepare(model, device, cfg["dtype"])
     prompt = torch.randint(0, config.vocab_size, (1, n_prompt), device=device)
     runs["KV cache"] = lambda: model.generate(prompt, n_new, temperature=0)
     runs["recompute"] = lambda: model.generate(prompt, n_new, temperature=0, use_cache=False)
@@ -225,22 +221,27 @@ def bench_sample(cfg):
                                                    pad_token_id=0)
     for name, generate in runs.items():
         def timed(name=name, generate=generate):
-            with torch.no_grad(), autocast(torch.device(device).type, cfg["dtype"]):
+            with torch.no_grad(), autocast(device_type, dtype):
                 tokens[name] = generate()
         tokens_per_s[name] = n_new / median_time(timed, cfg["repeats"], cfg["warmup"], device)
+    rows = {m: torch.zeros(1, 1, m.in_features, device=device) for m in model.modules() if type(m) is torch.nn.Linear}
+    with torch.no_grad(), autocast(device_type, dtype):  # a token's Linear layers alone: a batch-1 decode's floor
+        floor = median_time(lambda: [m(x) for m, x in rows.items()], cfg["repeats"] * n_new, cfg["warmup"], device)
     flops = forward_flops(config, n_prompt + n_new // 2)["total"]  # at the average context
     weights = sum(p.numel() * p.element_size() for p in model.parameters())  # batch 1 reads each once a token
-    peak, bandwidth = peak_flops(torch.device(device).type, cfg["dtype"]), memory_bandwidth(device)
-    r = {"model": vars(config), "new_tokens": n_new, "tokens_per_s": tokens_per_s,
+    peak, bandwidth = peak_flops(device_type, dtype), memory_bandwidth(device)
+    r = {"model": vars(config), "dtype": dtype, "new_tokens": n_new, "tokens_per_s": tokens_per_s,
          "identical": all(torch.equal(t.cpu(), tokens["KV cache"].cpu()) for t in tokens.values()),
          "distinct_tokens": len(set(tokens["KV cache"][0].tolist())), "flops_per_token": flops,
          "weight_bytes_per_token": weights, "flop_limit_tokens_per_s": peak / flops,
-         "memory_limit_tokens_per_s": bandwidth / weights}
+         "memory_limit_tokens_per_s": bandwidth / weights, "linear_layers_ms": 1e3 * floor}
     lines = [f"model {config.n_layer}L {config.n_head}H {config.n_embd}d block {config.block_size} vocab "
              f"{config.vocab_size} ({cfg['out_dir'] or 'random weights, std ' + str(cfg['init_std'])}), {n_new} greedy "
-             f"tokens from a {n_prompt}-token prompt, {cfg['dtype']}, identical tokens: {r['identical']}"]
-    lines += [f"  {name:<14}{v:9,.0f} tokens/s" + (f"  (KV cache / transformers: {tokens_per_s['KV cache'] / v:.2f}x)"
-              if name == "transformers" else "") for name, v in tokens_per_s.items()]
+             f"tokens from a {n_prompt}-token prompt, {dtype}, identical tokens: {r['identical']}"]
+    lines += [f"  {name:<14}{v:9,.0f} tokens/s" + (f"  (KV cache / {name}: {tokens_per_s['KV cache'] / v:.2f}x)"
+              if name != "KV cache" else "") for name, v in tokens_per_s.items()]
+    lines += [f"a token with the KV cache {1e3 / tokens_per_s['KV cache']:.2f} ms: "
+              f"{1 / tokens_per_s['KV cache'] / floor:.2f}x its {len(rows)} Linear layers alone, {1e3 * floor:.2f} ms"]
     lines += [f"limits: {flops / 1e6:.2f} MFLOP a token at the matmul peak of {peak / 1e9:.0f} GFLOP/s: "
               f"{r['flop_limit_tokens_per_s']:,.0f} tokens/s; {weights / 2**20:.1f} MiB of weights a token at "
               f"{bandwidth / 1e9:.1f} GB/s: {r['memory_limit_tokens_per_s']:,.0f} tokens/s"]
@@ -449,7 +450,8 @@ def main(argv=None):
     if cfg["quick"]:  # quick sizes replace the defaults; what the user set still wins
         cfg = configure({**defaults, **QUICK[mode]}, argv, strict_files=False)
     cfg["mode"] = mode
-    cfg["device"], _, cfg["dtype"] = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    cfg["device"], _, dtype = resolve_device(cfg["device"], cfg.get("dtype", "float32"))
+    cfg["dtype"] = cfg["dtype"] if mode == "sample" else dtype  # sample: sample.prepare's, by the model's width
     if cfg["json"] and not os.access(os.path.dirname(os.path.abspath(cfg["json"])), os.W_OK):
         raise ConfigError(f"cannot write --json={cfg['json']}: its folder is missing or read-only")
     try:

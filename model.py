@@ -105,18 +105,17 @@ def sinusoidal_table(n_pos, dim):
 
 
 def rope_tables(n_pos, head_size, base=10000.0):
-    """cos and sin of pos * theta_i for the rotary embedding, each (n_pos, head_size // 2)."""
+    """cos and sin of pos * theta_i for the rotary embedding, (n_pos, head_size) each: cos, cos and -sin, sin."""
     inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
     angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
-    return angles.cos().float(), angles.sin().float()
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat((cos, cos), dim=-1).float(), torch.cat((-sin, sin), dim=-1).float()
 
 
 def apply_rope(x, cos, sin):
-    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by the angle of its position, in x's dtype (under
-    autocast q and k stay in the compute dtype of v: float32 tables would promote them)."""
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by its position's angle: x cos + (x's halves swapped)
+    sin, rope_tables' -sin in the first half; in x's dtype (under autocast float32 tables would promote q and k)."""
+    return x * cos.to(x.dtype) + x.roll(x.size(-1) // 2, dims=-1) * sin.to(x.dtype)
 
 
 class KVCache:
@@ -125,19 +124,19 @@ class KVCache:
 
     def __init__(self, n_layer, max_len):
         self.max_len = max_len
-        self.k = [None] * n_layer
-        self.v = [None] * n_layer
+        self.k, self.v = [None] * n_layer, [None] * n_layer
         self.pos = 0  # positions stored; GPT.forward advances it (a tensor in a compiled step: no recompile)
 
     def update(self, layer, k, v, pos):
-        """Store k, v (B, nh, T, hs) at positions pos (T,); return the buffers, (B, nh, max_len, hs) each."""
+        """Store k, v (B, nh, T, hs) at positions pos (T,); return the keys and values of the positions stored, (B, nh,
+        self.pos, hs) each, or in a compiled step (self.pos a tensor) the whole buffers, (B, nh, max_len, hs)."""
         if self.k[layer] is None:  # zeros, in the dtype the model computes in: a masked NaN would still poison
             B, nh, _, hs = k.shape
             self.k[layer] = k.new_zeros(B, nh, self.max_len, hs)
             self.v[layer] = v.new_zeros(B, nh, self.max_len, hs)
         self.k[layer].index_copy_(2, pos, k)
         self.v[layer].index_copy_(2, pos, v)
-        return self.k[layer], self.v[layer]
+        return [t[layer][:, :, :self.max_len if torch.is_tensor(self.pos) else self.pos] for t in (self.k, self.v)]
 
 
 class CausalSelfAttention(nn.Module):
@@ -161,11 +160,10 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        # (B, T, C) -> (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        # (B, T, 3C) -> (B, 3 nh, T, hs): the heads of query, key and value; q's and k's rotated in one go
+        qkv, nh = self.c_attn(x).view(B, T, 3 * self.n_head, C // self.n_head).transpose(1, 2), self.n_head
+        qk = qkv[:, :2 * nh] if rope is None else apply_rope(qkv[:, :2 * nh], *rope)
+        (q, k), v = qk.split(nh, dim=1), qkv[:, 2 * nh:]
         if kv_cache is not None:
             k, v = kv_cache.update(layer, k, v, pos)
         if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad and k.size(2) <= 512:
@@ -180,7 +178,7 @@ class CausalSelfAttention(nn.Module):
 
     def attend(self, q, k, v, mask=None):
         """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), or where a
-        KV cache's buffers are the keys, as mask (T, S) allows."""
+        KV cache's positions are the keys, as mask (T, S) allows."""
         T = q.size(2)
         dropout_p = self.dropout if self.training else 0.0
         if self.manual or self.capture:
@@ -303,8 +301,9 @@ class GPT(nn.Module):
         if T > self.config.block_size or isinstance(pos0, int) and pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
         pos, mask = torch.arange(T, device=idx.device) + pos0, None
-        if kv_cache is not None:  # each query sees the cache's keys up to its own position
-            mask = torch.arange(kv_cache.max_len, device=idx.device) <= pos[:, None]
+        if kv_cache is not None:  # each query sees the keys up to its own position: eager, the filled positions alone
+            S = kv_cache.max_len if torch.is_tensor(pos0) else pos0 + T  # (masking all took 8%), compiled the whole
+            mask = torch.arange(S, device=idx.device) <= pos[:, None]  # buffer, masked, so that its shapes never change
             kv_cache.pos = pos0 + T
         t = self.transformer
         x = t.wte(idx)
@@ -363,23 +362,20 @@ class GPT(nn.Module):
         # the fused kernel does the whole update in one pass: 1.5% faster a step than foreach at nanoGPT's CPU shape
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True,
                         step=None):
-        """
-        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
+        """Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
         use_cache, each token sends one position through the model; without, the whole context is recomputed (the
         reference). Past block_size the context is cropped to its last block_size tokens; every position then
         shifts, so from there on the window is recomputed, as without the cache. step: what runs the model after
-        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor.
-        """
-        block_size, step = self.config.block_size, self if step is None else step
-        cache = None
+        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor."""
+        block_size, step, cache = self.config.block_size, self if step is None else step, None
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
-            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again
-                logits, _ = step(idx[:, -block_size:].contiguous())
+            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again,
+                logits, _ = step(idx[:, -block_size:].clone(memory_format=torch.contiguous_format))  # of fixed strides
             elif cache is None:  # first step: prefill the cache with the prompt
                 cache = KVCache(self.config.n_layer, block_size)
                 logits, _ = self(idx, kv_cache=cache)
@@ -392,5 +388,4 @@ class GPT(nn.Module):
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
         """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval() first."""
-        new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache))
-        return torch.cat([idx] + new, dim=1)
+        return torch.cat([idx, *self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache)], dim=1)

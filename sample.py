@@ -50,6 +50,8 @@ def check(cfg):
         raise ConfigError("num_samples and max_new_tokens must be >= 1")
     if cfg["temperature"] < 0:
         raise ConfigError(f"temperature must be >= 0, got {cfg['temperature']}")
+    if cfg["compile"] and not cfg["use_cache"]:  # recomputing, every length is a shape of its own: nothing to compile
+        raise ConfigError("compile=true compiles the KV cache's steps: it needs use_cache=true")
     if cfg["top_k"] is not None and (not isinstance(cfg["top_k"], int) or cfg["top_k"] < 1):
         raise ConfigError(f"top_k must be a positive integer or None, got {cfg['top_k']!r}")
     p = cfg["top_p"]
@@ -68,6 +70,16 @@ def read_prompt(start):
         raise ConfigError(f"cannot read prompt file {start[5:]}: {getattr(e, 'strerror', None) or e}") from None
 
 
+def prepare(model, device, dtype):
+    """The model on device as sample.py samples with it, and the dtype it samples in (bench.py times the same)."""
+    _, kind, name = resolve_device(device, dtype)  # "auto" on a CPU below 512 wide: float32, bf16 ran slower there
+    name = "float32" if dtype == "auto" and kind == "cpu" and model.config.n_embd < 512 else name
+    for m in model.to(device).modules():  # in float32 on a CPU, one row times a weight ran 1.4x as fast column-major
+        if isinstance(m, torch.nn.Linear) and kind == "cpu" and name == "float32":
+            m.weight.data = m.weight.data.t().contiguous().t()  # the same matrix; docs/cpu.md has the figures
+    return name
+
+
 def encode_prompt(text, meta):
     """The prompt's ids; an empty prompt is GPT-2's <|endoftext|> (a document's start), for a char model an error."""
     ids = load_tokenizer(meta)[0](text or (EOT if meta["tokenizer"] == "gpt2" else ""))
@@ -79,28 +91,27 @@ def encode_prompt(text, meta):
 def main(argv=None):
     cfg = configure(DEFAULTS, argv, nullable=("top_k", "top_p"))
     check(cfg)
-    dev, device_type, dtype_name = resolve_device(cfg["device"], cfg["dtype"])
+    dev, device_type, _ = resolve_device(cfg["device"], cfg["dtype"])
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     ids = encode_prompt(text, meta)
-    if cfg["dtype"] == "auto" and device_type == "cpu" and model.config.n_embd < 512:
-        dtype_name = "float32"  # a token at a time, narrow models run slower in bf16 than in float32 (docs/cpu.md)
     log(loaded)
     n = 1 if cfg["temperature"] == 0 else cfg["num_samples"]
     if n < cfg["num_samples"]:
         log(f"temperature=0 is greedy: all {cfg['num_samples']} samples would be this one")
-    model.to(dev)
+    dtype_name = prepare(model, dev, cfg["dtype"])
     x = torch.tensor([ids] * n, dtype=torch.long, device=dev)  # the samples as one batch: a step costs ~one sample's
     generate = lambda k, step=None: model.generate_tokens(  # noqa: E731
         x, k, cfg["temperature"], cfg["top_k"], cfg["top_p"], cfg["use_cache"], step)
     step = None
     if cfg["compile"]:  # the steps after the prompt, in the shapes they always have: one token, or the whole window
         log("compiling the model's steps (torch.compile): on a CPU this takes from seconds to a minute")
-        step, t = torch.compile(model, dynamic=False), time.time()
-        try:  # compiling happens (and fails) at the first calls: make them here, past the window's end
-            with compiling(), torch.no_grad(), autocast(device_type, dtype_name):
-                for _ in generate(min(cfg["max_new_tokens"], model.config.block_size + 2), step):
-                    pass
+        step, t, block = torch.compile(model, dynamic=False), time.time(), model.config.block_size
+        try:  # compiling happens (and fails) at the first calls: make here those the sample will make, a token through
+            with compiling(), torch.no_grad(), autocast(device_type, dtype_name):  # the cache after the prompt ...
+                list(generate(min(cfg["max_new_tokens"], 2), step))
+                if len(ids) + cfg["max_new_tokens"] > block + 1:  # ... and the whole window, if the sample moves it
+                    step(x.new_zeros(n, block))
             log(f"compiled in {time.time() - t:.1f}s")
         except Exception as e:
             step = None

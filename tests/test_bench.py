@@ -75,14 +75,19 @@ def test_train_times_train_pys_muon_step(tmp_path):
     assert r["optimizer"] in out
 
 
-def test_sample_races_the_cache_recompute_and_transformers_on_the_same_tokens(tmp_path):
+def test_sample_races_the_cache_recompute_and_transformers_on_the_same_tokens(tmp_path, monkeypatch):
     """The decode race: glassgpt's generate (KV cache, recomputing) and transformers' on the same weights exported,
-    the same greedy tokens, beside the arithmetic's limits."""
+    the same greedy tokens, in sample.py's dtype (float32 below 512 wide on a CPU, even one with native bf16, where
+    bench's bf16 gave other tokens), beside a token's Linear layers alone and the arithmetic's limits."""
     pytest.importorskip("transformers")
-    r, out = run_bench(tmp_path, "--mode=sample", "--dtype=float32")
+    import device
+    monkeypatch.setattr(device, "native_bf16", lambda device_type: device_type == "cpu")
+    r, out = run_bench(tmp_path, "--mode=sample")
+    assert r["dtype"] == "float32" and "float32, identical tokens: True" in out
     assert r["identical"] is True and r["distinct_tokens"] > 3  # sharp random weights: greedy tokens vary
     assert set(r["tokens_per_s"]) == {"KV cache", "recompute", "transformers"} and r["new_tokens"] == 63
     assert all(v > 0 for v in r["tokens_per_s"].values()) and "transformers" in out
+    assert 0 < r["linear_layers_ms"] and "its 9 Linear layers alone" in out  # 2 blocks x 4, and the head
     config = GPTConfig(**r["model"])
     assert r["flops_per_token"] == forward_flops(config, 1 + 63 // 2)["total"]
     assert r["weight_bytes_per_token"] == 4 * GPT(config).get_num_params(non_embedding=False)

@@ -20,6 +20,7 @@ from checkpoint import load_checkpoint, load_model, save_checkpoint
 from configurator import ConfigError
 from conftest import run_script
 from model import GPT, GPTConfig
+from sample import prepare
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEP = "\n---------------\n"
@@ -114,6 +115,20 @@ def test_dtype_auto_samples_in_bfloat16_only_from_512_wide(tmp_path, monkeypatch
         assert result.returncode == 0 and f"cpu {dtype}" in result.stderr, result.stderr
 
 
+def test_prepare_chooses_the_dtype_and_keeps_the_weights(monkeypatch):
+    """sample.py's choice, and bench.py's: "auto" is bf16 where it is native, but float32 on a CPU below 512 wide,
+    the weights then stored column-major (the same matrices); a dtype asked for is kept."""
+    import device
+    monkeypatch.setattr(device, "native_bf16", lambda device_type: True)
+    narrow, wide, asked = (GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=w))
+                           for w in (32, 512, 32))
+    before = {k: v.clone() for k, v in narrow.state_dict().items()}
+    assert [prepare(m, "cpu", d) for m, d in ((narrow, "auto"), (wide, "auto"), (asked, "bfloat16"))] == \
+        ["float32", "bfloat16", "bfloat16"]
+    assert narrow.lm_head.weight.stride() == (1, 11) and wide.lm_head.weight.is_contiguous()
+    assert all(torch.equal(v, before[k]) for k, v in narrow.state_dict().items())
+
+
 def test_compile_falls_back_to_the_same_text(run, monkeypatch):
     args = [f"--out_dir={run}", "--num_samples=1", "--max_new_tokens=8", "--temperature=0"]
     eager, _ = sample(*args)
@@ -125,6 +140,28 @@ def test_compile_falls_back_to_the_same_text(run, monkeypatch):
     monkeypatch.setattr(torch, "compile", broken)
     compiled, err = sample(*args, "--compile=true")
     assert compiled == eager and "RuntimeError" in err
+
+
+@pytest.mark.parametrize("prompt, new, warm_up", [(5, 20, [(1, True)]), (5, 50, [(1, True), (32, False)])])
+def test_compile_warms_up_only_the_steps_the_sample_takes(run, monkeypatch, prompt, new, warm_up):
+    """Before sampling, a token through the cache and, only where the sample moves the window (block_size 32), the
+    whole window: the shapes the sample will use, not a throwaway sample. A stand-in for torch.compile counts."""
+    calls = []
+
+    def counting(model, **kwargs):
+        def step(idx, kv_cache=None):
+            calls.append((idx.size(1), kv_cache is not None))
+            return model(idx, kv_cache=kv_cache)
+        return step
+    monkeypatch.setattr(torch, "compile", counting)
+    args = [f"--out_dir={run}", f"--start={'A' * prompt}", "--num_samples=1", f"--max_new_tokens={new}",
+            "--temperature=0"]
+    eager, _ = sample(*args)
+    compiled, err = sample(*args, "--compile=true")
+    assert compiled == eager and "compiled in" in err
+    # the sample's own: after the prompt a token at a time through the cache until the window is full, then the window
+    steps = [(1, True)] * (min(prompt + new - 1, 32) - prompt) + [(32, False)] * max(prompt + new - 1 - 32, 0)
+    assert calls == warm_up + steps
 
 
 @pytest.mark.slow
@@ -169,6 +206,7 @@ def bad_cases(run):
         ([f"--out_dir={run}", f"--meta={REPO}/README.md"], "README"),
         ([f"--out_dir={run}", "--temprature=0.5"], "temprature"), ([f"--out_dir={run}", "--top_p=1.5"], "top_p"),
         ([f"--out_dir={run}", "--max_new_tokens=0"], "max_new_tokens"), (["--init_from=llama"], "llama"),
+        ([f"--out_dir={run}", "--use_cache=false", "--compile=true"], "use_cache"),
         ([f"--init_from={run}"], "config.json"), ([f"--out_dir={run}", "--device=cuda:7"], "cuda:7")]
 
 
