@@ -132,23 +132,23 @@ def memory_bytes(config, bytes_per_param=4, optimizer="adamw", shards=1):
 def activation_bytes(config, batch_size, seq_len, bytes_per_value=4):
     """What autograd keeps of one micro-batch for its backward pass, in bytes, as counted from the tensors it saves.
     Per block and token: 16 d (ln_1's input and output, q, k and v, attention's output and its re-assembled copy,
-    ln_2's input and output, the MLP's 4d hidden before and after GELU); 3 d more with rope (q and k rotated) and
-    2.5 d with RMSNorm (its composite ops); the T probabilities per head of manual attention; dropout's masks and,
+    ln_2's input and output, the MLP's 4d hidden before and after GELU); 2 d more with rope (q and k rotated) and d
+    for each RMSNorm (its composite ops); the T probabilities per head of manual attention; dropout's masks and,
     in torch's attention with dropout, 3 T per head. Then ln_f's input and output and the logits' log-softmax."""
-    d, hT = config.n_embd, config.n_head * seq_len
-    block = 16 * d + 3 * d * (config.position == "rope") + 2.5 * d * (config.norm == "rmsnorm")
+    d, hT, rms = config.n_embd, config.n_head * seq_len, config.norm == "rmsnorm"
+    block = 16 * d + 2 * d * (config.position == "rope") + 2 * d * rms
     block += hT * (config.attention == "manual") + (2.5 * d + 3 * hT) * (config.dropout > 0)
-    return int(batch_size * seq_len * (config.n_layer * block + 2 * d + config.vocab_size) * bytes_per_value)
+    return int(batch_size * seq_len * (config.n_layer * block + (2 + rms) * d + config.vocab_size) * bytes_per_value)
 
 
 def training_bytes(config, batch_size, optimizer="adamw", shards=1, acts=None, state=None):
     """The most bytes a training process holds beyond what it held before building the model: the training state
     (under FSDP its shard), a micro-batch's activations, the logits' gradient as the backward pass begins, and what
-    the allocator keeps of freed memory for reuse (measured on CPUs: 128 MiB and a sixteenth of the activations,
+    the allocator keeps of freed memory for reuse (measured on CPUs: 128 MiB and a quarter of the activations,
     docs/training.md). acts and state: as counted on the built model (built_costs), else on paper."""
     acts = activation_bytes(config, batch_size, config.block_size) if acts is None else acts
     state = memory_bytes(config, optimizer=optimizer, shards=shards)["train_state"] if state is None else state
-    return state + acts + batch_size * config.block_size * config.vocab_size * 4 + acts // 16 + 2 ** 27
+    return state + acts + batch_size * config.block_size * config.vocab_size * 4 + acts // 4 + 2 ** 27
 
 
 def built_costs(config, batch_size, optimizer="adamw", shards=1, dtype="float32"):

@@ -253,7 +253,8 @@ def main():
     # model.py builds it (sizing.py) but before it is built, where it can be: a run that cannot fit is refused
     shape = GPTConfig(vocab_size=padded_vocab(meta), dropout=dropout, **{k: config[k] for k in MODEL_KEYS})
     raw_model = None if init_from in ("scratch", "resume") else init_model(meta, ckpt, shape)  # GPT-2's: once loaded
-    cost = built_costs(raw_model.config if raw_model else shape, batch_size, optimizer, world_size if fsdp else 1, dtype)
+    cost = built_costs(raw_model.config if raw_model else shape, batch_size, optimizer, world_size if fsdp else 1,
+                       dtype if device_type == "cuda" else "float32")  # a CPU's bf16 runs peaked as high as float32's
     check_fits(cost, device_type, local_procs)
     raw_model = raw_model or init_model(meta, ckpt, shape)
     compiled = compile == "true" or compile == "auto" and device_type == "cuda"
