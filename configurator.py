@@ -171,6 +171,14 @@ def help_text(script, sections, sources=()):
     return "\n".join(out)
 
 
+def speak(message):
+    """print(message), flushed; where stdout's reader has gone (| head), nothing more is printed and work goes on."""
+    try:
+        print(message, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def run(main):
     """
     Run a command's main() so that bad input (a ConfigError) is one line on stderr and exit 2, never a
@@ -202,6 +210,7 @@ def run(main):
     except RuntimeError as e:  # under torchrun, a collective another process left: it died, and torchrun says which
         if os.environ.get("WORLD_SIZE", "1") == "1" or not re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e)):
             raise
-        why = (str(e).strip().splitlines() or [""])[0][:160]
-        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why})", file=sys.stderr)
+        why = re.sub(r"^\[[^\]]*\]\s*", "", str(e).strip()).split(". ")[0].splitlines()[0][:120]  # gloo's [file:line]
+        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why}); the checkpoint last saved stands",
+              file=sys.stderr)
         sys.exit(1)

@@ -28,7 +28,7 @@ import torch.distributed as dist
 import parallel
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained, rng_state, save_checkpoint, set_rng_state)
-from configurator import ConfigError, config_keys, configure, run
+from configurator import ConfigError, config_keys, configure, run, speak
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
@@ -101,17 +101,20 @@ FIXED_KEYS = MODEL_KEYS + ("optimizer",)  # a resume cannot change them: the wei
 MACHINE_KEYS = ("device", "dtype", "compile", "backend", "num_threads")
 
 
-def get_lr(it, trained=0.0):
-    """Linear warmup, then cosine decay to min_lr over lr_decay_iters or, with a time budget, over max_seconds of
-    training steps (trained so far), whichever is further along: the run ends decayed wherever it ends."""
+def progress(it, trained=0.0):
+    """How far the lr's decay has got, 0 to 1: by iterations (lr_decay_iters) or, with a time budget, by seconds of
+    training steps, whichever is further along: the run ends decayed wherever it ends."""
+    done = (it - warmup_iters) / max((lr_decay_iters or max_iters) - warmup_iters, 1)
+    return min(max(done, trained / max_seconds if max_seconds > 0 else 0.0, 0.0), 1.0)
+
+
+def get_lr(it, done):
+    """Linear warmup, then cosine decay to min_lr as done (the progress) goes from 0 to 1."""
     if not decay_lr:
         return learning_rate
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
-    progress = (it - warmup_iters) / max((lr_decay_iters or max_iters) - warmup_iters, 1)
-    if max_seconds > 0:
-        progress = max(progress, trained / max_seconds)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))) * (learning_rate - min_lr)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * done)) * (learning_rate - min_lr)
 
 
 def check_config(c):
@@ -201,8 +204,7 @@ def get_windows(data, starts):
 
 
 def init_model(meta, ckpt, shape):
-    """The model init_from names, on the CPU (from scratch: of shape). Any failure to build it is a one-line
-    ConfigError."""
+    """The model init_from names (from scratch: of shape), on the CPU; any failure is a one-line ConfigError."""
     try:
         if init_from == "scratch":
             model = GPT(shape)
@@ -267,7 +269,7 @@ def main():
     lr_scales = [g.get("lr_scale", 1.0) for g in opt.param_groups]  # Muon's peak lr over AdamW's
     scaler = parallel.grad_scaler(device_type, dtype, fsdp)
     sampler = torch.Generator().manual_seed(seed)  # the same on every process: all draw the same global batch
-    iter_num, best_val_loss, trained = 0, math.inf, 0.0
+    iter_num, best_val_loss, trained, reached = 0, math.inf, 0.0, 0.0  # reached: the lr schedule's progress
     if ckpt is not None:
         try:
             parallel.load_optimizer(opt, ckpt["optimizer"])
@@ -275,6 +277,7 @@ def main():
         except (ValueError, KeyError, RuntimeError) as e:
             raise ConfigError(f"{out_dir}/ckpt.pt: its optimizer state does not fit this optimizer ({e})") from None
         iter_num, best_val_loss, trained = ckpt["iter_num"], float(ckpt["best_val_loss"]), ckpt.get("trained_seconds", 0.0)
+        reached = ckpt.get("progress", 0.0)  # a longer run stretches what is left of the decay; the lr never climbs back
         if "sampler" in ckpt:  # nanoGPT's checkpoints hold no data order or random state: not an exact resume
             sampler.set_state(ckpt["sampler"]["generator"].cpu())
         if "rng" in ckpt and world_size == 1:
@@ -283,15 +286,12 @@ def main():
     del ckpt  # its tensors are in the model and optimizer now
     log = RunLog(out_dir, iter_num if init_from == "resume" and not nanogpt else None, meta,
                  wandb=dict(project=wandb_project, name=wandb_run_name, config=config) if wandb_log and master else None)
-    start_iter, stopped, worse = iter_num, False, 0  # worse: evals since the val loss improved (None: said so)
+    start_iter, stopped, worse, best_train = iter_num, False, 0, math.inf  # worse: evals since the best (None: said)
     flops_per_iter, peak = cost["flops_per_token"] * tokens_per_iter, peak_flops(device_type, dtype)
 
-    def say(message):
+    def say(message):  # a closed stdout (| head) costs nothing: the run trains on, its log in log.jsonl
         if master:
-            try:
-                print(message, flush=True)
-            except BrokenPipeError:  # stdout's reader has gone (| head): the run trains on, its log in log.jsonl
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            speak(message)
 
     def record(entry):
         if master and not eval_only:
@@ -300,7 +300,6 @@ def main():
     def finite(value, what):
         if not math.isfinite(value):
             raise ConfigError(f"{what} is {value} at iter {iter_num}: stopped; ckpt.pt, if any, is from the last eval")
-        return value
 
     @torch.no_grad()
     def estimate_loss():
@@ -326,7 +325,7 @@ def main():
                  "optimizer": parallel.gathered(opt.state_dict(), master), "model_args": vars(raw_model.config),
                  "config": configured, "iter_num": iter_num, "best_val_loss": best_val_loss, "trained_seconds": trained,
                  "rng": rng_state(device), "sampler": {"generator": sampler.get_state()}, "scaler": scaler.state_dict(),
-                 "torchrun_id": os.environ.get("TORCHELASTIC_RUN_ID")}
+                 "torchrun_id": os.environ.get("TORCHELASTIC_RUN_ID"), "progress": reached}
         for name in names if master else ():
             save_checkpoint(state, os.path.join(out_dir, name))
 
@@ -349,7 +348,8 @@ def main():
     t0, logged = time.time(), (iter_num, trained)  # at the last log: the iteration and the training seconds
     while True:
         stopped, trained = parallel.agree(stopper.requested, trained)  # processes stop and keep time as one (alone: as is)
-        lr = get_lr(iter_num, trained)
+        reached = max(reached, progress(iter_num, trained))
+        lr = get_lr(iter_num, reached)
         last = iter_num >= max_iters or (max_seconds > 0 and trained >= max_seconds)
         if stopped or last and iter_num == start_iter and not eval_only:  # a stop after a whole iteration; or done
             break
@@ -365,9 +365,9 @@ def main():
                         "elapsed": time.time() - t0})
             if iter_num > start_iter:  # at the start there is nothing new to save
                 improved = losses["val"] < best_val_loss
-                best_val_loss = min(best_val_loss, losses["val"])
+                best_val_loss, best_train = (losses["val"], losses["train"]) if improved else (best_val_loss, best_train)
                 worse = None if worse is None else 0 if improved else worse + 1
-                if worse == 3:  # three evals since the best: the model learns the train split, not the text
+                if worse and worse >= 3 and losses["train"] < best_train:  # the train split is learned, not the text
                     say(f"the val loss has not improved on {best_val_loss:.4f} for 3 evals (train loss now "
                         f"{losses['train']:.4f}): overfitting; best.pt keeps the best (docs/training.md)")
                     worse = None  # said once
@@ -420,8 +420,8 @@ def main():
             finite(values["loss"], "the loss")
             dt = (trained - logged[1]) / (iter_num + 1 - logged[0])  # seconds per iteration since the last log
             mfu = flops_per_iter / dt / (peak * world_size) if peak else None
-            record({"iter": iter_num, **values, "lr": lr, "tokens_per_sec": tokens_per_iter / dt,
-                    "elapsed": time.time() - t0, "mfu": mfu})
+            record({"iter": iter_num, "lr": lr, "tokens_per_sec": tokens_per_iter / dt, "elapsed": time.time() - t0,
+                    "mfu": mfu, **values})
             say(f"iter {iter_num}: " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()) + f", time "
                 f"{dt * 1000:.2f}ms, lr {lr:.2e}, {tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {mfu:.1%}" if mfu else ""))
             logged = (iter_num + 1, trained)
@@ -436,7 +436,7 @@ def main():
     elif not eval_only:
         key, value = ("max_seconds", max_seconds) if 0 < max_seconds <= trained else ("max_iters", max_iters)
         say(f"nothing to train: iter {iter_num} has reached {key}={value:g}: to train on, raise it, e.g. --{key}="
-            f"{2 * value:g}" + " (the lr's decay stretches over the new budget)" * (key == "max_seconds"))
+            f"{2 * value:g} (the lr goes on from where its decay got to)")
     log.close()
     records = read_log(os.path.join(out_dir, "log.jsonl")) if master and log.file is not None else []
     if records and not plot_losses(records, os.path.join(out_dir, "loss.png"), title=out_dir):

@@ -15,7 +15,8 @@ from conftest import run_script
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
-TINY = os.path.join(SHARED, "tinyshakespeare", "input.txt")
+TINY = next((p for p in (os.path.join(SHARED, "tinyshakespeare", "input.txt"),  # or where the main job put it
+                          os.path.join(REPO, "data", "shakespeare_char", "input.txt")) if os.path.isfile(p)), "../shared")
 TIKTOKEN_DIR = os.path.join(SHARED, "tiktoken")
 PREPARES = ("shakespeare_char", "shakespeare", "openwebtext", "text")
 

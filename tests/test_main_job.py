@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+SHAKESPEARE = next((p for p in (ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt",
+                                 ROOT / "data" / "shakespeare_char" / "input.txt") if p.is_file()), ROOT / "nowhere")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="needs ../shared/data/tinyshakespeare/input.txt (no network here)")
+@pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="needs tiny Shakespeare: ../shared/data/tinyshakespeare/input.txt or "
+                    "data/shakespeare_char/input.txt (no network here)")
 def test_the_readme_main_job_trains_and_samples(tmp_path):
     """A copy of the checkout's files (none of its data or runs), given tiny Shakespeare where prepare.py looks
     for it first (this machine has no network to fetch it), runs the README's first line after its pip install."""

@@ -406,13 +406,29 @@ def test_lr_schedule():
     import train
     train.decay_lr, train.learning_rate, train.min_lr, train.warmup_iters, train.lr_decay_iters = True, 1.0, 0.1, 10, 110
     train.max_seconds = 0.0
-    lrs = [train.get_lr(i) for i in range(200)]
+    lrs = [train.get_lr(i, train.progress(i)) for i in range(200)]
     assert lrs[0] < lrs[9] < 1.0 and lrs[10] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[110] == pytest.approx(0.1) == lrs[199]
     train.max_seconds = 100.0  # half the budget spent: half-way down the cosine at least
-    assert train.get_lr(20, trained=50.0) == pytest.approx(0.55)
+    assert train.get_lr(20, train.progress(20, trained=50.0)) == pytest.approx(0.55)
     train.max_seconds, train.lr_decay_iters, train.max_iters = 0.0, 0, 110  # 0: the decay follows max_iters
-    assert [train.get_lr(i) for i in range(200)] == lrs
+    assert [train.get_lr(i, train.progress(i)) for i in range(200)] == lrs
+
+
+@pytest.mark.parametrize("limit", ["--max_iters", "--max_seconds"])
+def test_a_finished_run_trained_on_keeps_its_lr_from_climbing_back(limit, tmp_path, data_dir):
+    """Raising the limit of a run whose lr has decayed trains on at min_lr, as nanoGPT past lr_decay_iters: the
+    schedule never goes back (it climbed to mid-cosine, and the val loss rose with it)."""
+    out = tmp_path / "out"
+    args = ["--lr_decay_iters=0", "--eval_interval=1000"] + (
+        ["--max_seconds=0", "--max_iters=8"] if limit == "--max_iters" else ["--max_seconds=0.5", "--max_iters=100000"])
+    assert run_train(*args, data=data_dir, out=out).returncode == 0
+    done = len(steps(out))
+    more = run_script("train.py", "--init_from=resume", f"--out_dir={out}",
+                      "--max_iters=16" if limit == "--max_iters" else "--max_seconds=1")
+    assert more.returncode == 0 and len(steps(out)) > done, more.stderr
+    lrs = [r["lr"] for r in read_log(out / "log.jsonl") if "loss" in r]
+    assert lrs[done - 1] > 1e-3 and all(lr == pytest.approx(1e-3) for lr in lrs[done:])  # TINY's min_lr, reached
 
 
 def test_resume_of_a_nanogpt_checkpoint_keeps_its_file(tmp_path, data_dir):
