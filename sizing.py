@@ -21,6 +21,7 @@ KEYS = dict(  # sizing.py's own keys, beside GPTConfig's (model.py); a train.py 
     dataset="",  # train.py's key: vocab_size comes from data/<dataset>/meta.json
     data_dir="",  # train.py's key: the dataset's folder, if not data/<dataset>
     optimizer="adamw",  # adamw | muon: whose state the checkpoint and training memory hold
+    dtype="float32",  # train.py's (auto: float32): the autocast the training memory's activations are counted in
     batch_size=12,  # train.py's: sequences per micro-batch, whose activations the training memory holds
     fsdp_processes=1,  # FSDP over this many processes: each holds 1/N of params, grads and optimizer state
     out_dir="",  # on the command line: size the model of this run's ckpt.pt
@@ -203,7 +204,7 @@ def instantiated_params(config, most_blocks=100):
     return one + (config.n_layer - 1) * (two - one)
 
 
-def report(config, seq_len=None, optimizer="adamw", batch_size=12, shards=1):
+def report(config, seq_len=None, optimizer="adamw", batch_size=12, shards=1, dtype="float32"):
     """The printed tables: parameters per component, FLOPs per token, memory, and the built model's check."""
     T = seq_len or config.block_size
     c = param_counts(config)
@@ -243,8 +244,10 @@ def report(config, seq_len=None, optimizer="adamw", batch_size=12, shards=1):
     if optimizer != "muon":
         del m["muon"]
     lines += ["", f"memory (fp32, optimizer={optimizer}): " + ", ".join(f"{k} {human(v)}B" for k, v in m.items())]
+    need = (built_costs(config, batch_size, optimizer, shards, dtype)["training_bytes"] if built and config.n_layer <= 100
+            else training_bytes(config, batch_size, optimizer, shards))  # what train.py checks, where it can be built
     lines.append(f"training, per process (batch {batch_size} x {config.block_size}{f', FSDP over {shards}' if shards > 1 else ''}):"
-                 f" {human(training_bytes(config, batch_size, optimizer, shards))}B with the activations (train.py checks the model as built)")
+                 f" {human(need)}B with the activations in {dtype} (train.py counts them on the model as built)")
     return "\n".join(lines)
 
 
@@ -258,8 +261,8 @@ def main():
     from model import GPTConfig
     given = {}  # a train.py config file sets other keys too (batch_size, ...): only these count here
     cfg = configure(keys(), strict_files=False, given=given)
-    seq_len, dataset, data_dir, optimizer, out_dir, batch_size, shards = (cfg.pop(k) for k in (
-        "seq_len", "dataset", "data_dir", "optimizer", "out_dir", "batch_size", "fsdp_processes"))
+    seq_len, dataset, data_dir, optimizer, out_dir, batch_size, shards, dtype = (cfg.pop(k) for k in (
+        "seq_len", "dataset", "data_dir", "optimizer", "out_dir", "batch_size", "fsdp_processes", "dtype"))
     if out_dir and given["out_dir"] == "on the command line":  # a train config's out_dir is where it would train
         from checkpoint import current_model_args, load_checkpoint
         path = os.path.join(out_dir, "ckpt.pt")
@@ -269,8 +272,9 @@ def main():
         if "optimizer" not in given:
             optimizer = (ckpt.get("config") or {}).get("optimizer", "adamw")
         print(f"the model of {path} (iter {ckpt.get('iter_num')})", file=sys.stderr)
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    if optimizer not in OPTIMIZERS or dtype.replace("auto", "float32") not in ("float32", "bfloat16", "float16"):
+        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} and dtype float32, bfloat16 or float16: "
+                          f"got {optimizer!r}, {dtype!r}")
     if seq_len < 0 or batch_size < 1 or shards < 1:
         raise ConfigError(f"seq_len must not be negative, batch_size and fsdp_processes positive: got {seq_len}, "
                           f"{batch_size}, {shards}")
@@ -283,7 +287,7 @@ def main():
         config = GPTConfig(**cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    print(report(config, seq_len, optimizer, batch_size, shards))
+    print(report(config, seq_len, optimizer, batch_size, shards, dtype.replace("auto", "float32")))
 
 
 if __name__ == "__main__":

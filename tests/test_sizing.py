@@ -6,6 +6,7 @@ published numbers and every config switch), FLOPs counted by torch, bytes on dis
 import io
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -344,6 +345,7 @@ def test_cli_takes_vocab_size_from_the_configs_dataset(capsys, monkeypatch, tmp_
     (("no_such_config.py",), "no_such_config.py"),
     (("--seq_len=-5",), "seq_len"),
     (("--optimizer=sgd",), "optimizer"),
+    (("--dtype=half",), "half"),
     (("--out_dir=NOWHERE",), "NOWHERE"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(capsys, monkeypatch, tmp_path, args, needle):
@@ -352,6 +354,21 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, monkeypatch, tmp_path, args, n
     assert (code, out) == (2, "")
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+
+
+def test_cli_counts_the_training_memory_in_the_dtype_train_py_would_take(capsys, monkeypatch):
+    """--dtype as train.py's: the training memory as train.py checks it on a GPU, the model as built in that
+    autocast, where bf16 keeps fewer bytes for the backward pass."""
+    shape = ("--n_layer=2", "--n_embd=256", "--n_head=4", "--block_size=256", "--vocab_size=100")
+    gb = {}
+    for dtype in ("float32", "bfloat16"):
+        code, out, _ = cli(capsys, monkeypatch, *shape, f"--dtype={dtype}")
+        line = next(line for line in out.splitlines() if line.startswith("training, per process"))
+        gb[dtype] = float(re.search(r": ([\d.]+)MB", line)[1])
+        config = GPTConfig(block_size=256, vocab_size=100, n_layer=2, n_head=4, n_embd=256)
+        assert code == 0 and gb[dtype] == pytest.approx(sizing.built_costs(config, 12, dtype=dtype)["training_bytes"] / 1e6,
+                                                        abs=0.01)
+    assert gb["bfloat16"] < gb["float32"]
 
 
 def test_out_dir_sizes_the_model_a_run_trained(capsys, monkeypatch, tmp_path):
