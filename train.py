@@ -97,8 +97,6 @@ seed = 1337  # initial weights, data order and dropout all follow from it
 # -----------------------------------------------------------------------------
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention", "activation",
               "tie_weights")
-FIXED_KEYS = MODEL_KEYS + ("optimizer",)  # a resume cannot change them: the weights and optimizer state would not fit
-MACHINE_KEYS = ("device", "dtype", "compile", "backend", "num_threads")
 
 
 def progress(it, trained=0.0):
@@ -147,16 +145,17 @@ def check_config(c):
 
 
 def adopt_checkpoint(config, given):
-    """init_from=resume: the run in out_dir is its own config. Every key comes from its ckpt.pt but those given in a
-    config file or on the command line; a given model key or optimizer that differs is an error (a 4-layer model does
-    not become a 6-layer one), any other is named once (a new max_iters is how a run is extended). (config, ckpt)."""
+    """init_from=resume: the run in out_dir is its own config (but nanoGPT's device keys: its GPU's). Every key comes
+    from its ckpt.pt but those given in a config file or on the command line; a given model key or optimizer that
+    differs is an error, any other is named once (a new max_iters is how a run is extended). (config, ckpt)."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
     ckpt = load_checkpoint(path, mmap=True)  # the processes of a machine share one copy: the file's pages
-    skip = ("init_from", "out_dir", "eval_only") + (MACHINE_KEYS if is_nanogpt(ckpt) else ())  # its GPU's names
+    skip = ("init_from", "out_dir", "eval_only") + ("device", "dtype", "compile", "backend") * is_nanogpt(ckpt)
     run = {k: v for k, v in (ckpt.get("config") or {}).items() if k in config and k not in skip}
     run = {**run, "optimizer": run.get("optimizer", "adamw"), **{**vars(GPTConfig()), **current_model_args(ckpt)}}
     differ = [k for k in given if k in run and k != "attention" and config[k] != run[k]]  # sdpa, manual: same weights
-    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}" for k in differ if k in FIXED_KEYS]
+    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}" for k in differ
+             if k in MODEL_KEYS + ("optimizer",)]  # the weights and the optimizer state would not fit
     if clash:
         raise ConfigError(f"resume {path}: {'; '.join(clash)}")
     if differ and os.environ.get("RANK", "0") == "0":
