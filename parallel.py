@@ -76,8 +76,8 @@ def no_sync(model, sync):
     """DDP averages the gradients across processes on an iteration's last micro-batch only; FSDP reduces each
     micro-batch's into the shards, so that no process ever holds a whole gradient, unless told to sync once
     (train.py --fsdp_sync_once: one reduce-scatter an iteration for 4 bytes a parameter of whole gradients)."""
-    if hasattr(model, "set_requires_gradient_sync"):
-        model.set_requires_gradient_sync(sync or not _sync_once)
+    if _sync_once and hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(sync)
     return model.no_sync() if isinstance(model, DDP) and not sync else nullcontext()
 
 
