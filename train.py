@@ -231,7 +231,7 @@ def main():
     configured = dict(config)  # ckpt.pt's config: where a resume runs, "auto" and data/<dataset> are found anew
     config["data_dir"] = config["data_dir"] or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                                             config["dataset"])
-    if not config["eval_only"]:
+    if not config["eval_only"] and os.environ.get("RANK", "0") == "0":  # rank 0 alone writes (two would race)
         check_writable(config["out_dir"])
     config["device"], device_type, config["dtype"] = resolve_device(config["device"], config["dtype"])
     globals().update(config)  # as nanoGPT: from here on every config key is a plain name
