@@ -1,4 +1,5 @@
 import os
+import signal
 import socket
 
 import pytest
@@ -13,6 +14,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_reaches_scripts():
+    """pytest started in the background by a script inherits SIGINT ignored, and so would every script a test
+    interrupts (sample.py's Ctrl-C is Python's own): give them a terminal's Ctrl-C."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
