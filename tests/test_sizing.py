@@ -165,24 +165,29 @@ def test_the_built_model_costs_what_the_paper_says(switches):
     assert sizing.built_costs(config, 8, "adamw", shards=2)["train_state"] == memory_bytes(config, shards=2)["train_state"]
 
 
-def forty_times_wider_mlp(monkeypatch):
-    """A fork's change: an MLP 40 times as wide as the residual stream, not 4 (model.MLP, as a fork edits it)."""
+def mlp_of_width(monkeypatch, width):
+    """A fork's change: model.MLP replaced by one `width` times as wide as the residual stream (GPT-2's: 4), a class
+    of the test's own, so that a fork's own MLP changes nothing here."""
     import model
 
-    def init(self, config):
-        torch.nn.Module.__init__(self)
-        self.c_fc = torch.nn.Linear(config.n_embd, 40 * config.n_embd, bias=config.bias)
-        self.c_proj = torch.nn.Linear(40 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout, self.approximate = torch.nn.Dropout(config.dropout), "tanh"
-    monkeypatch.setattr(model.MLP, "__init__", init)
+    class MLP(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_fc = torch.nn.Linear(config.n_embd, width * config.n_embd, bias=config.bias)
+            self.c_proj = torch.nn.Linear(width * config.n_embd, config.n_embd, bias=config.bias)
+
+        def forward(self, x):
+            return self.c_proj(torch.nn.functional.gelu(self.c_fc(x), approximate="tanh"))
+    monkeypatch.setattr(model, "MLP", MLP)
 
 
 def test_a_forks_wider_mlp_is_counted_as_built(monkeypatch):
     """sizing.py's formulas know a 4x MLP; what train.py checks and reports is counted on the model as built, so a
     fork's 40x MLP is counted as one: its parameters, its FLOPs (MFU) and its hidden activations."""
     config = GPTConfig(block_size=32, vocab_size=50, n_layer=2, n_head=2, n_embd=32, bias=False)
+    mlp_of_width(monkeypatch, 4)
     paper = sizing.built_costs(config, 4)
-    forty_times_wider_mlp(monkeypatch)
+    mlp_of_width(monkeypatch, 40)
     built, d, L = sizing.built_costs(config, 4), 32, 2
     assert built["flops_per_token"] - paper["flops_per_token"] == 3 * L * 2 * (2 * 36 * d * d)  # c_fc, c_proj: 36 d^2 more
     assert built["train_state"] - paper["train_state"] == 16 * L * 2 * 36 * d * d  # AdamW: weight, grad, 2 moments
