@@ -44,9 +44,9 @@ def wrap(model, device, fsdp=False, compiled=False, dtype="float32", sync_once=F
     """The model on device as the processes train it, compiled or not: itself alone; a DDP replica; or FSDP shards,
     block by block, then the rest (fully_shard moves each shard to the device: the whole model is never there)."""
     global _sync_once
-    if compiled and not (fsdp and dist.is_initialized()):
-        model.compile()  # in place: the weights keep their names
-    if not (fsdp and dist.is_initialized()):
+    if not (fsdp and dist.is_initialized()):  # one process, or DDP: compiled whole
+        if compiled:
+            model.compile()  # in place: the weights keep their names
         return ddp(model.to(device), device) if dist.is_initialized() else model.to(device)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
