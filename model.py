@@ -152,8 +152,6 @@ class CausalSelfAttention(nn.Module):
         # one fused projection for query, key and value of all heads
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
         if self.manual:  # the T x T lower-triangular mask; row i may look at columns <= i
             mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
             self.register_buffer("mask", mask, persistent=False)
@@ -174,11 +172,11 @@ class CausalSelfAttention(nn.Module):
         else:
             y = self.attend(q, k, v, mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
-        return self.resid_dropout(self.c_proj(y))
+        return F.dropout(self.c_proj(y), self.dropout, self.training)
 
     def attend(self, q, k, v, mask=None):
-        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), or where a
-        KV cache's positions are the keys, as mask (T, S) allows."""
+        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), all S for
+        one query (a token through the KV cache), or as mask (T, S) allows."""
         T = q.size(2)
         dropout_p = self.dropout if self.training else 0.0
         if self.manual or self.capture:
@@ -190,8 +188,9 @@ class CausalSelfAttention(nn.Module):
             if self.capture:  # the probabilities themselves; the output below is the usual path's
                 self.att = att.detach()
         if self.manual:
-            return self.attn_dropout(att) @ v
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None)
+            return F.dropout(att, self.dropout, self.training) @ v
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=mask is None and T > 1)
 
 
 class MLP(nn.Module):
@@ -200,13 +199,13 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
         # GPT-2's tanh approximation, or the exact erf GELU that nanoGPT's nn.GELU() trained with
         self.approximate = "tanh" if config.activation == "gelu_tanh" else "none"
 
     def forward(self, x):
         h = self.c_fc(x)
-        return self.dropout(self.c_proj(F.gelu(h, approximate=self.approximate)))
+        return F.dropout(self.c_proj(F.gelu(h, approximate=self.approximate)), self.dropout, self.training)
 
 
 class Block(nn.Module):
@@ -260,7 +259,6 @@ class GPT(nn.Module):
             cos, sin = rope_tables(config.block_size, config.n_embd // config.n_head)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.transformer.drop = nn.Dropout(config.dropout)
         self.transformer.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.transformer.ln_f = make_norm(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
@@ -303,7 +301,8 @@ class GPT(nn.Module):
         pos, mask = torch.arange(T, device=idx.device) + pos0, None
         if kv_cache is not None:  # each query sees the keys up to its own position: eager, the filled positions alone
             S = kv_cache.max_len if torch.is_tensor(pos0) else pos0 + T  # (masking all took 8%), compiled the whole
-            mask = torch.arange(S, device=idx.device) <= pos[:, None]  # buffer, masked, so that its shapes never change
+            # buffer, masked, so that its shapes never change; one token sees all it reads, a prompt at 0 is causal
+            mask = torch.arange(S, device=idx.device) <= pos[:, None] if torch.is_tensor(pos0) or 1 < T < S else None
             kv_cache.pos = pos0 + T
         t = self.transformer
         x = t.wte(idx)
@@ -314,7 +313,7 @@ class GPT(nn.Module):
             x = x + self.pos_table[pos]
         else:
             rope = (self.rope_cos[pos], self.rope_sin[pos])
-        x = t.drop(x)
+        x = F.dropout(x, self.config.dropout, self.training)
         for layer, block in enumerate(t.h):
             x = block(x, rope, kv_cache, layer, pos, mask)
         x = t.ln_f(x)
