@@ -62,7 +62,7 @@ DEFAULTS = {  # a key without a comment here is train.py's, explained there (and
                    new_tokens=0,  # greedy tokens per timed call; 0: as many as fill the window after the prompt
                    prompt_len=1,  # random tokens the generation continues
                    init_std=0.3,  # the random weights' std: sharper than GPT-2's 0.02, so greedy tokens vary
-                   compile=False, dtype="auto", repeats=3, warmup=1),
+                   compile=False, dtype="auto", repeats=5, warmup=1),
     "attention": dict(batch_size=1, n_head=6,
                       head_size=64,  # q, k and v are (batch_size, n_head, T, head_size)
                       t_min=128,  # T: every power of 2 from t_min ...
@@ -80,21 +80,24 @@ DEFAULTS = {  # a key without a comment here is train.py's, explained there (and
 }
 QUICK = {"peak": dict(repeats=3, peak_sizes="256,512"),
          "train": dict(repeats=5, peak_sizes="256,512", n_layer=2, n_head=2, n_embd=64, block_size=32, batch_size=4),
-         "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64),
+         "sample": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, repeats=2),
          "attention": dict(repeats=3, n_head=2, head_size=32, t_min=64, t_max=1024),
          "race": dict(nanogpt_iters=100, glassgpt_iters=100)}
 
 
 def median_time(fn, repeats, warmup, device):
-    """Median seconds of fn() over repeats calls, after warmup untimed calls."""
-    sync, times = torch.cuda.synchronize if device.startswith("cuda") else lambda: None, []
+    """Median seconds of fn() over repeats calls, after warmup untimed calls. fn a dict of functions: the median of
+    each and what each returned last, called in turn each round, so that a busy spell slows all of them, not one."""
+    sync, fns, times, last = torch.cuda.synchronize if device.startswith("cuda") else lambda: None, fn, {}, {}
     for i in range(warmup + repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times += [time.perf_counter() - t0] * (i >= warmup)
-    return statistics.median(times)
+        for name, f in (fns.items() if isinstance(fns, dict) else [(0, fns)]):
+            sync()
+            t0 = time.perf_counter()
+            last[name] = f()
+            sync()
+            times[name] = times.get(name, []) + [time.perf_counter() - t0] * (i >= warmup)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    return (medians, last) if isinstance(fns, dict) else medians[0]
 
 
 def machine():
@@ -206,7 +209,7 @@ def bench_sample(cfg):
         with torch.no_grad():  # GPT-2's init gives near-uniform logits: sharper weights make greedy tokens vary
             for p in (p for p in model.parameters() if p.dim() >= 2):
                 p.normal_(0.0, cfg["init_std"])
-    config, runs, tokens, tokens_per_s = model.config, {}, {}, {}
+    config, runs = model.config, {}
     n_new = cfg["new_tokens"] or config.block_size - n_prompt  # transformers' GPT-2 cannot go past the window
     hf = hugging_face(model, meta, device)
     dtype = prepare(model, device, cfg["dtype"])
@@ -219,14 +222,13 @@ def bench_sample(cfg):
     if hf is not None:
         runs["transformers"] = lambda: hf.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
                                                    pad_token_id=0)
-    for name, generate in runs.items():
-        def timed(name=name, generate=generate):
-            with torch.no_grad(), autocast(device_type, dtype):
-                tokens[name] = generate()
-        tokens_per_s[name] = n_new / median_time(timed, cfg["repeats"], cfg["warmup"], device)
     rows = {m: torch.zeros(1, 1, m.in_features, device=device) for m in model.modules() if type(m) is torch.nn.Linear}
-    with torch.no_grad(), autocast(device_type, dtype):  # a token's Linear layers alone: a batch-1 decode's floor
-        floor = median_time(lambda: [m(x) for m, x in rows.items()], cfg["repeats"] * n_new, cfg["warmup"], device)
+    # a token's Linear layers alone, n_new times: a batch-1 decode's floor (the outputs dropped as they come)
+    runs["floor"] = lambda: [[m(x) for m, x in rows.items()] and None for _ in range(n_new)]
+    with torch.no_grad(), autocast(device_type, dtype):
+        times, tokens = median_time(runs, cfg["repeats"], cfg["warmup"], device)
+    floor, _ = times.pop("floor") / n_new, tokens.pop("floor")
+    tokens_per_s = {name: n_new / t for name, t in times.items()}
     flops = forward_flops(config, n_prompt + n_new // 2)["total"]  # at the average context
     weights = sum(p.numel() * p.element_size() for p in model.parameters())  # batch 1 reads each once a token
     peak, bandwidth = peak_flops(device_type, dtype), memory_bandwidth(device)
