@@ -227,8 +227,7 @@ def bench_sample(cfg):
     runs["floor"] = lambda: [[m(x) for m, x in rows.items()] and None for _ in range(n_new)]
     with torch.no_grad(), autocast(device_type, dtype):
         times, tokens = median_time(runs, cfg["repeats"], cfg["warmup"], device)
-    floor, _ = times.pop("floor") / n_new, tokens.pop("floor")
-    tokens_per_s = {name: n_new / t for name, t in times.items()}
+    floor, _, tokens_per_s = times.pop("floor") / n_new, tokens.pop("floor"), {k: n_new / t for k, t in times.items()}
     flops = forward_flops(config, n_prompt + n_new // 2)["total"]  # at the average context
     weights = sum(p.numel() * p.element_size() for p in model.parameters())  # batch 1 reads each once a token
     peak, bandwidth = peak_flops(device_type, dtype), memory_bandwidth(device)

@@ -64,6 +64,10 @@ class GPTConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+def like(t, x):  # t in x's dtype; t itself if it is already in it: a no-op .to() costs ~0.7 us, 26 a sampled token
+    return t if t is None or t.dtype == x.dtype else t.to(x.dtype)
+
+
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (PyTorch's nn.LayerNorm had no bias=False before 2.1)."""
 
@@ -74,8 +78,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
 
     def forward(self, x):  # in x's dtype: FSDP may gather a float32 stream's norm weights in bf16 (train.py --fsdp)
-        bias = self.bias.to(x.dtype) if self.bias is not None else None
-        return F.layer_norm(x, self.weight.shape, self.weight.to(x.dtype), bias, self.eps)
+        return F.layer_norm(x, self.weight.shape, like(self.weight, x), like(self.bias, x), self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -87,7 +90,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ndim))
 
     def forward(self, x):
-        return F.rms_norm(x, self.weight.shape, self.weight.to(x.dtype), self.eps)
+        return F.rms_norm(x, self.weight.shape, like(self.weight, x), self.eps)
 
 
 def make_norm(config):
@@ -304,9 +307,8 @@ class GPT(nn.Module):
             # buffer, masked, so that its shapes never change; one token sees all it reads, a prompt at 0 is causal
             mask = torch.arange(S, device=idx.device) <= pos[:, None] if torch.is_tensor(pos0) or 1 < T < S else None
             kv_cache.pos = pos0 + T
-        t = self.transformer
+        t, rope = self.transformer, None
         x = t.wte(idx)
-        rope = None
         if self.config.position == "learned":
             x = x + t.wpe(pos)
         elif self.config.position == "sinusoidal":
