@@ -118,7 +118,7 @@ def rope_tables(n_pos, head_size, base=10000.0):
 def apply_rope(x, cos, sin):
     """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by its position's angle: x cos + (x's halves swapped)
     sin, rope_tables' -sin in the first half; in x's dtype (under autocast float32 tables would promote q and k)."""
-    return x * cos.to(x.dtype) + x.roll(x.size(-1) // 2, dims=-1) * sin.to(x.dtype)
+    return x * like(cos, x) + x.roll(x.size(-1) // 2, dims=-1) * like(sin, x)
 
 
 class KVCache:
