@@ -7,10 +7,9 @@ processes with torchrun (PyTorch DDP, or FSDP2 for a model one GPU cannot hold).
     python train.py --init_from=resume --out_dir=out-tiny  # continue that run, as it was configured
     torchrun --standalone --nproc_per_node=2 train.py config/tiny.py --gradient_accumulation_steps=2 --batch_size=16
 
-out_dir receives ckpt.pt (the latest state, enough to resume exactly), best.pt (the lowest val loss),
-log.jsonl, meta.json and loss.png; an earlier run there is moved to out_dir/previous/ first (rundir.py).
-Ctrl-C or SIGTERM saves ckpt.pt as it was after the last complete iteration and exits 130 or 143
-(stopping.py); a stop before the first iteration saves nothing.
+out_dir receives ckpt.pt (the latest state, enough to resume exactly), best.pt (the lowest val loss), log.jsonl,
+meta.json and loss.png; an earlier run there is moved to out_dir/previous/ first (rundir.py). Ctrl-C or SIGTERM
+saves ckpt.pt as of the last complete iteration, exits 130 or 143 (stopping.py); before the first it saves nothing.
 """
 
 import math
@@ -117,14 +116,13 @@ def get_lr(it, done):
 
 def check_config(c):
     """The values configurator cannot check by type alone (c: the config). Raises ConfigError."""
-    for key in ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
-                "log_interval"):
-        if c[key] < 1:
-            raise ConfigError(f"{key} must be at least 1, got {c[key]}")
-    for key in ("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip", "warmup_iters",
-                "lr_decay_iters"):
-        if not c[key] >= 0:
-            raise ConfigError(f"{key} must not be negative, got {c[key]}")
+    for keys, low, high in ((("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval", "eval_iters",
+                              "log_interval"), 1, math.inf),
+                            (("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip",
+                              "warmup_iters", "lr_decay_iters", "muon_lr", "muon_weight_decay"), 0, math.inf),
+                            (("dropout", "beta1", "beta2", "muon_momentum"), 0, 1)):  # chances, and decays (1 never forgets)
+        for key in (k for k in keys if not low <= c[k] < high):  # (nan fails too)
+            raise ConfigError(f"{key} must be in [{low}, {high}), got {c[key]}")
     c["compile"] = str(c["compile"]).lower()  # a config file's True, --compile=False
     for key, allowed in {"optimizer": ("adamw", "muon"), "compile": ("auto", "true", "false")}.items():
         if c[key] not in allowed:

@@ -87,6 +87,9 @@ def assert_one_line_error(result, code=2):
     (["--init_from=no/such/folder"], "no/such/folder"),
     (["--init_from=resme"], "resume"),  # did you mean
     (["--fsdp=true", "--optimizer=muon"], "muon"),  # Muon needs whole matrices
+    (["--dropout=1.5"], "dropout"),  # ranges torch would refuse with a traceback, or train on to nan
+    (["--beta2=1"], "beta2"),
+    (["--optimizer=muon", "--muon_momentum=2"], "muon_momentum"),
 ])
 def test_bad_config_is_one_line_exit_2(args, word, tmp_path, data_dir):
     line = assert_one_line_error(run_train(*args, data=data_dir, out=tmp_path / "out"))
