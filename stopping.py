@@ -4,8 +4,8 @@ next safe point, between micro-batches or eval batches, so that train.py saves t
 iteration within seconds and exits 128 + the signal's number (130, 143), as an interrupted command does.
 
 Before the first iteration there is nothing to save: a signal ends the run there and then. After the first
-signal, the same one again (Ctrl-C twice) quits without saving; another one is the same stop, told twice
-(torchrun passes a SIGTERM on after the terminal's SIGINT).
+signal, the same one again (Ctrl-C twice) quits at once, ckpt.pt as last saved; another one is the same stop,
+told twice (torchrun passes a SIGTERM on after the terminal's SIGINT).
 """
 
 import contextlib
@@ -35,9 +35,9 @@ class Stopper:
         if self.signum is None:
             self.signum, self.heard = signum, time.monotonic()
             self.tell(f"{name}: stopping; saving ckpt.pt as it was after the last complete iteration "
-                      f"({name} again quits without saving)")
+                      f"({name} again quits at once)")
         elif signum == self.signum and time.monotonic() - self.heard > ECHO:
-            self.tell(f"{name}: quitting without saving")
+            self.tell(f"{name}: quitting at once; ckpt.pt stays as last saved")
             os._exit(128 + signum)
 
     @property
