@@ -37,10 +37,7 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 
 
 def architecture(config):
-    """The transformers architecture computing exactly this model: "gpt2" or "arcee"; other mixes have none."""
-    if config.activation not in ("gelu_tanh", "gelu"):  # a fork's own: transformers would compute another model
-        raise ConfigError(f"activation={config.activation} has no transformers counterpart: export takes gelu_tanh "
-                          "(GPT-2's) or gelu")
+    """The transformers architecture for this model's switches: "gpt2" or "arcee"; other mixes have none."""
     if config.norm == "layernorm" and config.position != "rope":
         return "gpt2"
     if config.norm == "rmsnorm" and config.position == "rope":
@@ -210,6 +207,11 @@ def export_hf(model, meta, path, name):
         raise ConfigError(f"weights do not fit {type(hf).__name__}: {sorted(missing + unexpected)[:3]}")
     if config.tie_weights:
         hf.tie_weights()
+    probe = torch.arange(min(8, config.block_size))[None] % config.vocab_size
+    with torch.no_grad():  # a fork's model.py (its own MLP, activation, ...) computes what no switch of theirs does
+        ours, theirs = model(probe, probe)[0], hf.eval()(probe).logits
+    if not torch.allclose(ours, theirs, rtol=1e-3, atol=1e-3):
+        raise ConfigError(f"transformers computes other logits than model.py (by up to {(ours - theirs).abs().max():.2g})")
     hf.save_pretrained(path)  # config.json and model.safetensors (a tied head stored once)
     if meta["tokenizer"] == "gpt2":
         write_gpt2_tokenizer(path, config.block_size)

@@ -20,6 +20,7 @@ import checkpoint
 import export
 import tokenizer
 from configurator import ConfigError, run
+import model
 from model import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers", reason="export needs transformers (requirements-dev.txt)")
@@ -184,12 +185,19 @@ def test_a_mix_no_architecture_computes_is_one_line(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["run"] and "hf" not in os.listdir(tmp_path / "run")
 
 
-def test_an_activation_transformers_lacks_is_refused():
-    """A fork's new activation (say squared ReLU): written as "gelu", transformers would compute another model."""
-    config = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=len(CHARS))
-    config.activation = "relu2"
-    with pytest.raises(ConfigError, match="relu2"):
-        export.architecture(config)
+@pytest.mark.parametrize("fork", ["activation", "mlp"])
+def test_a_fork_transformers_would_compute_otherwise_is_refused(tmp_path, capsys, monkeypatch, fork):
+    """A fork's own activation (a new choice), or its MLP edited in place: transformers' model would give other
+    logits, so the export is refused, in one line, and nothing is written."""
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS))
+    if fork == "activation":
+        monkeypatch.setattr("model.ACTIVATIONS", (*model.ACTIVATIONS, "relu2"))
+        ckpt = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)
+        ckpt["model_args"]["activation"] = "relu2"
+        torch.save(ckpt, tmp_path / "run" / "ckpt.pt")
+    monkeypatch.setattr(model.MLP, "forward", lambda self, x: self.c_proj(torch.relu(self.c_fc(x)) ** 2))
+    assert "logits" in one_line_error(capsys, [f"--out_dir={tmp_path / 'run'}"])
+    assert sorted(os.listdir(tmp_path)) == ["run"] and "hf" not in os.listdir(tmp_path / "run")
 
 
 def test_existing_folder_is_kept_unless_overwrite(tmp_path, capsys):
