@@ -276,8 +276,8 @@ def main():
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} and dtype float32, bfloat16 or float16: "
                           f"got {optimizer!r}, {dtype!r}")
     if seq_len < 0 or batch_size < 1 or shards < 1:
-        raise ConfigError(f"seq_len must not be negative, batch_size and fsdp_processes positive: got {seq_len}, "
-                          f"{batch_size}, {shards}")
+        raise ConfigError(f"need seq_len >= 0, batch_size >= 1 and fsdp_processes >= 1: got seq_len={seq_len}, "
+                          f"batch_size={batch_size}, fsdp_processes={shards}")
     if not cfg["vocab_size"]:
         vocab, path = dataset_vocab(dataset, data_dir)
         if not vocab and (dataset or data_dir):
