@@ -120,7 +120,7 @@ def check_config(c):
                               "log_interval"), 1, math.inf),
                             (("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay", "grad_clip",
                               "warmup_iters", "lr_decay_iters", "muon_lr", "muon_weight_decay"), 0, math.inf),
-                            (("dropout", "beta1", "beta2", "muon_momentum"), 0, 1)):  # chances, and decays (1 never forgets)
+                            (("beta1", "beta2", "muon_momentum"), 0, 1)):  # decays: 1 would never forget
         for key in (k for k in keys if not low <= c[k] < high):  # (nan fails too)
             raise ConfigError(f"{key} must be in [{low}, {high}), got {c[key]}")
     c["compile"] = str(c["compile"]).lower()  # a config file's True, --compile=False
@@ -131,7 +131,7 @@ def check_config(c):
         raise ConfigError("optimizer=muon orthogonalises whole matrices, which fsdp splits over the processes: "
                           "use optimizer=adamw with fsdp")
     try:  # the model's shape: GPTConfig checks it
-        GPTConfig(**{k: c[k] for k in MODEL_KEYS})
+        GPTConfig(dropout=c["dropout"], **{k: c[k] for k in MODEL_KEYS})
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if c["eval_only"] and c["init_from"] == "scratch":
