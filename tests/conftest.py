@@ -25,6 +25,14 @@ def ctrl_c_reaches_scripts():
 
 
 @pytest.fixture
+def data_dir(tmp_path):
+    """A tiny random-token dataset (train.bin, val.bin, meta.pkl) in tmp_path/data, for train.py's tests."""
+    from test_train import make_dataset
+    make_dataset(tmp_path / "data")
+    return tmp_path / "data"
+
+
+@pytest.fixture
 def offline_hf(tmp_path):
     """env(how) for a subprocess with no network for Hugging Face: an empty cache, and the hub either
     unreachable (a loopback port nothing listens on: refused at once) or HF_HUB_OFFLINE set."""

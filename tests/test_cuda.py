@@ -11,7 +11,6 @@ and MFU on random tokens.
 """
 
 import json
-import os
 import subprocess
 import sys
 import warnings
@@ -23,7 +22,7 @@ import torch.distributed as dist
 import parallel
 from checkpoint import load_checkpoint
 from conftest import run_script
-from test_train import ROOT, TINY, data_dir, evals, steps  # noqa: F401 (data_dir: a fixture)
+from test_train import ROOT, TINY, evals, steps
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -21,7 +21,7 @@ import parallel
 from checkpoint import load_checkpoint
 from model import GPT, GPTConfig
 from sizing import memory_bytes
-from test_train import ROOT, TINY, data_dir, evals, run_train, steps, torchrun  # noqa: F401 (data_dir: a fixture)
+from test_train import ROOT, TINY, evals, run_train, steps, torchrun
 
 ARGS = ["--gradient_accumulation_steps=4", "--eval_interval=3", "--eval_iters=4", "--optimizer=adamw", "--max_seconds=0",
         "--dtype=float32"]

@@ -55,13 +55,13 @@ def test_closed_form_scaling_exponents():
 
 def test_chinchilla_params_reproduce_notebook_and_table_a9():
     notebook = [12296.1623, 13124.4826, 14614.4279, 16037.5039, 16184.4582]  # the notebook's printout, in M
-    for (p, d, f, kv, h, l), expected in zip(TABLE_A9_LARGEST, notebook):
-        assert round(chinchilla_params(1024, 32000, d, h, l, f) / 1e6, 4) == expected
+    for (p, d, f, kv, h, layers), expected in zip(TABLE_A9_LARGEST, notebook):
+        assert round(chinchilla_params(1024, 32000, d, h, layers, f) / 1e6, 4) == expected
         # with the real attention width (heads x kv_size) every model is within 0.02% of the paper
-        assert chinchilla_params(1024, 32000, d, h, l, f, kv_size=kv) == pytest.approx(p, rel=2e-4)
+        assert chinchilla_params(1024, 32000, d, h, layers, f, kv_size=kv) == pytest.approx(p, rel=2e-4)
     # the notebook's count is off by >4% exactly where heads x kv_size != d_model
-    p, d, f, kv, h, l = TABLE_A9_LARGEST[1]
-    assert h * kv != d and chinchilla_params(1024, 32000, d, h, l, f) / p > 1.04
+    p, d, f, kv, h, layers = TABLE_A9_LARGEST[1]
+    assert h * kv != d and chinchilla_params(1024, 32000, d, h, layers, f) / p > 1.04
 
 
 def test_table_a4_matches_notebook():

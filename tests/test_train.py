@@ -42,12 +42,6 @@ def make_dataset(folder, n_train=5600, n_val=800):
         json.dump(meta, f)
 
 
-@pytest.fixture
-def data_dir(tmp_path):
-    make_dataset(tmp_path / "data")
-    return tmp_path / "data"
-
-
 def run_train(*args, data=None, out=None):
     where = ([f"--data_dir={data}"] if data else []) + ([f"--out_dir={out}"] if out else [])
     return run_script("train.py", *where, *TINY, *args)
