@@ -1,9 +1,14 @@
 import os
 import signal
 import socket
+from pathlib import Path
 
 import pytest
 import torch
+
+REPO = Path(__file__).resolve().parent.parent
+# GPT-2's BPE files offline: the tiktoken cache a user names, else the one in ../shared.
+TIKTOKEN_DIR = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or REPO.parent / "shared" / "data" / "tiktoken")
 
 
 @pytest.fixture(autouse=True, scope="session")

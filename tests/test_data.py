@@ -11,13 +11,14 @@ import pytest
 
 import tokenizer
 from configurator import ConfigError
+import conftest
 from conftest import run_script
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
 TINY = next((p for p in (os.path.join(SHARED, "tinyshakespeare", "input.txt"),  # or where the main job put it
                           os.path.join(REPO, "data", "shakespeare_char", "input.txt")) if os.path.isfile(p)), "../shared")
-TIKTOKEN_DIR = os.path.join(SHARED, "tiktoken")
+TIKTOKEN_DIR = str(conftest.TIKTOKEN_DIR)
 PREPARES = ("shakespeare_char", "shakespeare", "openwebtext", "text")
 
 needs_tiny = pytest.mark.skipif(not os.path.isfile(TINY), reason=f"tiny Shakespeare not found at {TINY}")
@@ -26,7 +27,7 @@ needs_bpe = pytest.mark.skipif(not os.path.isdir(TIKTOKEN_DIR), reason=f"tiktoke
 
 @pytest.fixture
 def bpe(monkeypatch):
-    """GPT-2's BPE from the offline tiktoken cache in ../shared."""
+    """GPT-2's BPE from the offline tiktoken cache (TIKTOKEN_CACHE_DIR or ../shared)."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", TIKTOKEN_DIR)
     tokenizer.gpt2_encoding.cache_clear()
     yield tokenizer.gpt2_encoding()

@@ -20,13 +20,14 @@ import checkpoint
 import export
 import tokenizer
 from configurator import ConfigError, run
+from conftest import TIKTOKEN_DIR
 import model
 from model import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers", reason="export needs transformers (requirements-dev.txt)")
 
 ROOT = Path(__file__).resolve().parent.parent
-TIKTOKEN = ROOT.parent / "shared" / "data" / "tiktoken"
+TIKTOKEN = TIKTOKEN_DIR
 CHARS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # tiny Shakespeare's 65
 TEXT = "ROMEO:\nWhat,  ho! a b\n\n  c'd? x "  # newlines, runs of spaces: nothing may be dropped or added
 ROPE = dict(position="rope", norm="rmsnorm")  # config/tiny.py's switches: the folder is Arcee's

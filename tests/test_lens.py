@@ -22,10 +22,11 @@ import lens
 import tokenizer
 from checkpoint import save_checkpoint
 from configurator import run
+from conftest import TIKTOKEN_DIR
 from model import GPT, GPTConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_TIKTOKEN = os.path.join(REPO, "..", "shared", "data", "tiktoken")
+SHARED_TIKTOKEN = str(TIKTOKEN_DIR)
 VOCAB = "\n ,.:;!?'-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzé"  # é: two UTF-8 bytes
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -277,7 +278,7 @@ def test_splits_it_must_not_score_are_one_line(out_dir, tmp_path, capsys):
         assert missing in one_line_error(capsys, [f"--out_dir={out_dir}", f"--eval={tmp_path / missing}"])
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED_TIKTOKEN), reason="no ../shared/data/tiktoken (GPT-2's BPE offline)")
+@pytest.mark.skipif(not os.path.isdir(SHARED_TIKTOKEN), reason="no tiktoken cache of GPT-2's BPE (TIKTOKEN_CACHE_DIR or ../shared/data/tiktoken)")
 def test_bpe_bytes_and_eval(monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", os.path.abspath(SHARED_TIKTOKEN))
     meta = tokenizer.gpt2_meta()
@@ -357,7 +358,7 @@ def test_ansi_colour_only_when_asked(out_dir, capsys):
 def test_a_hugging_face_folder(tmp_path, capsys, monkeypatch):
     transformers = pytest.importorskip("transformers")
     if not os.path.isdir(SHARED_TIKTOKEN):
-        pytest.skip("no ../shared/data/tiktoken (GPT-2's BPE offline)")
+        pytest.skip("no tiktoken cache of GPT-2's BPE (TIKTOKEN_CACHE_DIR or ../shared/data/tiktoken)")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", os.path.abspath(SHARED_TIKTOKEN))
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_positions=32, n_embd=16, n_layer=2, n_head=2))

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from checkpoint import load_checkpoint, save_checkpoint
-from conftest import run_script
+from conftest import TIKTOKEN_DIR, run_script
 from rundir import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,7 +189,7 @@ def test_the_loop_waits_on_the_device_once_per_log_interval(tmp_path, data_dir, 
     assert waits[1] - waits[0] <= 2, waits
 
 
-TIKTOKEN = ROOT.parent / "shared" / "data" / "tiktoken"
+TIKTOKEN = TIKTOKEN_DIR
 
 
 @pytest.mark.skipif(not TIKTOKEN.is_dir(), reason=f"no offline tiktoken files at {TIKTOKEN}")
