@@ -5,8 +5,8 @@ Config files plus --key=value overrides, as nanoGPT, but checked:
 
 A config file is plain Python whose top-level names override the defaults. Every key must be one the
 script defines and every value must fit the default's type; otherwise a one-line error names it.
---help prints the script's docstring and its keys, each with its value (after the config files and --key=value
-given beside --help) and the comment beside its default.
+--help prints the script's docstring and its keys, each with its value (after the config files and
+--key=value given beside --help) and the comment beside its default.
 """
 
 import ast
@@ -28,9 +28,14 @@ class ConfigError(ValueError):
     """Bad input: run() prints it as one line and exits 2."""
 
 
+def did_you_mean(word, choices):
+    """' (did you mean CHOICE?)' for the choice nearest a mistyped word, or '' where none is near."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _unknown(key, defaults, where):
-    close = difflib.get_close_matches(key.lower(), defaults, n=1)
-    return ConfigError(f"unknown config key '{key}' {where}" + (f" (did you mean {close[0]}?)" if close else ""))
+    return ConfigError(f"unknown config key '{key}' {where}{did_you_mean(key.lower(), defaults)}")
 
 
 def _coerce(key, value, default, where, nullable=()):
@@ -59,7 +64,8 @@ def _coerce(key, value, default, where, nullable=()):
 
 
 def _parse(text):
-    """A command-line value: a Python literal if it is one (3, 1e-3, None, True), else the text itself."""
+    """A command-line value: a Python literal if it is one (3, 1e-3, None, True), else the text
+    itself."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -68,11 +74,12 @@ def _parse(text):
 
 def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, sections=None, sources=()):
     """
-    defaults updated by argv, left to right: config files (Python) and --key=value. strict_files=False lets
-    a file set keys this script does not use (sizing.py reading a train config). nullable names keys that
-    may be None although their default is not. given (a dict) receives each key that was set, and where.
-    -h/--help prints the calling script's usage and keys with the values the rest of argv gives them (sections:
-    [(title, keys)]; sources: other files whose comments explain keys) and exits 0.
+    defaults updated by argv, left to right: config files (Python) and --key=value.
+    strict_files=False lets a file set keys this script does not use (sizing.py reading a train
+    config). nullable names keys that may be None although their default is not. given (a dict)
+    receives each key that was set, and where. -h/--help prints the calling script's usage and keys
+    with the values the rest of argv gives them (sections: [(title, keys)]; sources: other files
+    whose comments explain keys) and exits 0.
     """
     argv = sys.argv[1:] if argv is None else argv
     helping, argv = any(arg in HELP for arg in argv), [arg for arg in argv if arg not in HELP]
@@ -100,7 +107,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
             raise ConfigError(f"cannot read config file {arg}: {why} (options are written --key=value)") from None
         scope = {"__file__": arg}
         try:
-            exec(compile(source, arg, "exec"), scope)  # config files are the user's own Python, as nanoGPT's
+            # config files are the user's own Python, as nanoGPT's
+            exec(compile(source, arg, "exec"), scope)
         except Exception as e:
             raise ConfigError(f"config file {arg} failed: {type(e).__name__}: {e}") from None
         for key, value in scope.items():
@@ -124,15 +132,16 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
 
 
 def config_keys(namespace):
-    """A script's configurable globals: public ints, floats, bools, strs and Nones, not CONSTANTS."""
+    """A script's configurable globals: public ints, floats, bools, strs and Nones, not
+    CONSTANTS."""
     return {k: v for k, v in namespace.items()
             if not k.startswith("_") and not k.isupper() and isinstance(v, (int, float, bool, str, type(None)))}
 
 
 def key_comments(path):
-    """{key: the comment on the line that sets it}, from a script's module-level `key = value  # meaning` lines,
-    dataclass fields and `dict(key=value,  # meaning)` entries (not from inside functions). A line that sets
-    several keys explains none: its comment cannot say which."""
+    """{key: the comment on the line that sets it}, from a script's module-level `key = value  #
+    meaning` lines, dataclass fields and `dict(key=value,  # meaning)` entries (not from inside
+    functions). A line that sets several keys explains none: its comment cannot say which."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
     comments = {t.start[0]: t.string.lstrip("#").strip()
@@ -156,8 +165,8 @@ def key_comments(path):
 
 
 def help_text(script, sections, sources=()):
-    """A script's --help: its docstring, then each section's keys as --key=value and the comment beside it (in
-    the script, else in sources: model.py for GPTConfig's keys)."""
+    """A script's --help: its docstring, then each section's keys as --key=value and the comment
+    beside it (in the script, else in sources: model.py for GPTConfig's keys)."""
     with open(script, encoding="utf-8") as f:
         doc = ast.get_docstring(ast.parse(f.read())) or ""
     meanings = {}
@@ -172,7 +181,8 @@ def help_text(script, sections, sources=()):
 
 
 def speak(message):
-    """print(message), flushed; where stdout's reader has gone (| head), nothing more is printed and work goes on."""
+    """print(message), flushed; where stdout's reader has gone (| head), nothing more is printed and
+    work goes on."""
     try:
         print(message, flush=True)
     except BrokenPipeError:
@@ -181,10 +191,10 @@ def speak(message):
 
 def run(main):
     """
-    Run a command's main() so that bad input (a ConfigError) is one line on stderr and exit 2, never a
-    traceback, and an unhandled Ctrl-C or SIGTERM is one line and 130 or 143, as a shell reports them
-    (141 and nothing more where stdout's reader went away).
-    Under torchrun every rank meets the same bad input: only rank 0 says so, while the others wait.
+    Run a command's main() so that bad input (a ConfigError) is one line on stderr and exit 2, never
+    a traceback, and an unhandled Ctrl-C or SIGTERM is one line and 130 or 143, as a shell reports
+    them (141 and nothing more where stdout's reader went away). Under torchrun every rank meets the
+    same bad input: only rank 0 says so, while the others wait.
     """
     def terminate(signum, frame):
         raise KeyboardInterrupt("terminated")
@@ -195,7 +205,9 @@ def run(main):
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
-        else:  # the others wait, quietly: torchrun ends every process once one exits, rank 0 before it had spoken
+        # the others wait, quietly: torchrun ends every process once one exits, rank 0 before it had
+        # spoken
+        else:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             time.sleep(3)
         sys.exit(2)
@@ -204,13 +216,16 @@ def run(main):
         if speak:
             print("terminated" if term else "interrupted", file=sys.stderr)
         sys.exit(143 if term else 130)
-    except BrokenPipeError:  # stdout's reader has gone (| head): done, as a shell's own commands are
+    # stdout's reader has gone (| head): done, as a shell's own commands are
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
-    except RuntimeError as e:  # under torchrun, a collective another process left: it died, and torchrun says which
+    # under torchrun, a collective another process left: it died, and torchrun says which
+    except RuntimeError as e:
         if os.environ.get("WORLD_SIZE", "1") == "1" or not re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e)):
             raise
-        why = re.sub(r"^\[[^\]]*\]\s*", "", str(e).strip()).split(". ")[0].splitlines()[0][:120]  # gloo's [file:line]
+        # gloo's [file:line]
+        why = re.sub(r"^\[[^\]]*\]\s*", "", str(e).strip()).split(". ")[0].splitlines()[0][:120]
         print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why}); the checkpoint last saved stands",
               file=sys.stderr)
         sys.exit(1)

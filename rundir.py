@@ -1,5 +1,6 @@
 """
-The run folder's life cycle: what train.py writes into out_dir, and how an earlier run there is kept.
+The run folder's life cycle: what train.py writes into out_dir, and how an earlier run there is
+kept.
 
     out_dir/ckpt.pt, best.pt    checkpoints (checkpoint.py writes them atomically)
     out_dir/log.jsonl           one JSON record per logged iteration and per eval
@@ -8,7 +9,8 @@ The run folder's life cycle: what train.py writes into out_dir, and how an earli
     out_dir/previous/<when>/    earlier runs: a new run moves them here, never over them
 
 Nothing is written until the run has trained its first iteration: a run stopped before then leaves
-out_dir as it found it. From then on the run holds a lock on out_dir: a second run into it is refused.
+out_dir as it found it. From then on the run holds a lock on out_dir: a second run into it is
+refused.
 """
 
 import contextlib
@@ -32,8 +34,9 @@ RUN_FILES = ("ckpt.pt", "best.pt", "log.jsonl", "loss.png", "meta.json")
 
 
 def check_writable(out_dir):
-    """A one-line ConfigError now, before training, where out_dir cannot take files: the folder is made and a file
-    written in it, then what was made is taken away again (a run stopped before its first iteration leaves none)."""
+    """A one-line ConfigError now, before training, where out_dir cannot take files: the folder is
+    made and a file written in it, then what was made is taken away again (a run stopped before its
+    first iteration leaves none)."""
     made, there = [], os.path.abspath(out_dir)
     while not os.path.exists(there):
         made.append(there)
@@ -50,15 +53,17 @@ def check_writable(out_dir):
 
 
 def move_aside(out_dir):
-    """Move an earlier run's files (and export.py's folders in it) to out_dir/previous/<when>-iter<N>/; return
-    that folder, or None if out_dir held no run. A rename each: cheap at any size, and nothing is overwritten."""
+    """Move an earlier run's files (and export.py's folders in it) to
+    out_dir/previous/<when>-iter<N>/; return that folder, or None if out_dir held no run. A rename
+    each: cheap at any size, and nothing is overwritten."""
     path = lambda name: os.path.join(out_dir, name)  # noqa: E731
     files = [n for n in RUN_FILES if os.path.isfile(path(n))]
     if not {"ckpt.pt", "best.pt", "log.jsonl"} & set(files):
         return None
     exports = [n for n in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, n, "config.json"))]
     try:
-        iters = [load_checkpoint(path("ckpt.pt"), mmap=True)["iter_num"]]  # mapped: a glance, cheap at any size
+        # mapped: a glance, cheap at any size
+        iters = [load_checkpoint(path("ckpt.pt"), mmap=True)["iter_num"]]
     except (ConfigError, KeyError):  # no readable ckpt.pt: the log tells how far the run got
         iters = [r["iter"] for r in read_log(path("log.jsonl"))]
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(max(os.path.getmtime(path(n)) for n in files)))
@@ -72,10 +77,11 @@ def move_aside(out_dir):
 
 
 class RunLog:
-    """log.jsonl, opened at the run's first complete iteration (records before that wait in memory): only then
-    is out_dir locked for this run, an earlier run moved aside (unless this run resumes it from resume_iter,
-    whose records up to its checkpoint it keeps) and meta.json written. wandb: wandb.init's arguments, to log there
-    too (optional: where wandb cannot start, one line says so and the run trains on)."""
+    """log.jsonl, opened at the run's first complete iteration (records before that wait in memory):
+    only then is out_dir locked for this run, an earlier run moved aside (unless this run resumes it
+    from resume_iter, whose records up to its checkpoint it keeps) and meta.json written. wandb:
+    wandb.init's arguments, to log there too (optional: where wandb cannot start, one line says so
+    and the run trains on)."""
 
     def __init__(self, out_dir, resume_iter, meta, wandb=None):
         self.out_dir, self.resume_iter, self.meta = out_dir, resume_iter, meta
@@ -123,9 +129,9 @@ class RunLog:
 
 
 def lock(out_dir):
-    """One run at a time writes into out_dir: a second would move the first's files aside under it, then both would
-    write the same ckpt.pt. A lock on the folder itself, where the filesystem has one; it goes when its descriptor
-    (returned) is closed, or with the process, however it ends."""
+    """One run at a time writes into out_dir: a second would move the first's files aside under it,
+    then both would write the same ckpt.pt. A lock on the folder itself, where the filesystem has
+    one; it goes when its descriptor (returned) is closed, or with the process, however it ends."""
     if fcntl is None:
         return None
     fd = os.open(out_dir, os.O_RDONLY)
@@ -156,8 +162,9 @@ def read_log(path):
 
 
 def plot_losses(records, path, title=""):
-    """loss.png: the batch loss and the eval losses against the iteration (the y-axis from the second eval on,
-    where the curves that matter are), and below them the gradient norm. False without matplotlib."""
+    """loss.png: the batch loss and the eval losses against the iteration (the y-axis from the
+    second eval on, where the curves that matter are), and below them the gradient norm. False
+    without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no display needed
@@ -171,7 +178,8 @@ def plot_losses(records, path, title=""):
     ax.plot([r["iter"] for r in steps], [r["loss"] for r in steps], lw=1, alpha=0.5, label="train (batch)")
     for key, label in (("train_loss", "train (eval)"), ("val_loss", "val (eval)")):
         ax.plot([r["iter"] for r in evals], [r[key] for r in evals], "o-", ms=3, label=label)
-    if len(evals) >= 2:  # the first eval (~4 nats for characters) would squeeze the rest into a sliver
+    # the first eval (~4 nats for characters) would squeeze the rest into a sliver
+    if len(evals) >= 2:
         later = [r[k] for r in evals[1:] for k in ("train_loss", "val_loss")]
         later += [r["loss"] for r in steps if r["iter"] >= evals[1]["iter"]]
         pad = 0.05 * (max(later) - min(later)) or 0.05

@@ -1,7 +1,8 @@
-"""Text <-> token ids, and a dataset's files: train.bin and val.bin (token ids back to back, uint16, or uint32
-past 65536 tokens) and meta.json ({"tokenizer": "char" | "gpt2", "vocab_size", "dtype", "itos": the characters
-(char only), "source"}). "char" is one id per distinct character, sorted (nanoGPT's shakespeare_char); "gpt2"
-is GPT-2's BPE from tiktoken. nanoGPT's meta.pkl is read as plain data only: no pickle can run code here."""
+"""Text <-> token ids, and a dataset's files: train.bin and val.bin (token ids back to back, uint16,
+or uint32 past 65536 tokens) and meta.json ({"tokenizer": "char" | "gpt2", "vocab_size", "dtype",
+"itos": the characters (char only), "source"}). "char" is one id per distinct character, sorted
+(nanoGPT's shakespeare_char); "gpt2" is GPT-2's BPE from tiktoken. nanoGPT's meta.pkl is read as
+plain data only: no pickle can run code here."""
 
 import codecs
 import functools
@@ -17,7 +18,8 @@ EOT = "<|endoftext|>"
 
 
 @functools.lru_cache(maxsize=None)
-def gpt2_encoding():  # tiktoken's GPT-2 BPE: downloaded once and cached (or read from TIKTOKEN_CACHE_DIR)
+# tiktoken's GPT-2 BPE: downloaded once and cached (or read from TIKTOKEN_CACHE_DIR)
+def gpt2_encoding():
     import tiktoken
     try:
         return tiktoken.get_encoding("gpt2")
@@ -25,7 +27,8 @@ def gpt2_encoding():  # tiktoken's GPT-2 BPE: downloaded once and cached (or rea
         raise ConfigError(f"cannot load tiktoken's gpt2 encoding (set TIKTOKEN_CACHE_DIR?): {str(e)[:160]}") from None
 
 
-def bin_dtype(vocab_size):  # the smallest unsigned type that holds every id: 2 bytes a token for GPT-2
+# the smallest unsigned type that holds every id: 2 bytes a token for GPT-2
+def bin_dtype(vocab_size):
     return "uint16" if vocab_size <= 2 ** 16 else "uint32"
 
 
@@ -53,7 +56,8 @@ def load_tokenizer(meta):  # (encode, decode): str -> ids, ids -> str
 
 
 def stream_decode(meta, ids):
-    """Yield each id's text as it comes (U+FFFD past the vocabulary): a character split across GPT-2 tokens waits."""
+    """Yield each id's text as it comes (U+FFFD past the vocabulary): a character split across GPT-2
+    tokens waits."""
     if meta["tokenizer"] == "char":
         return (yield from (meta["itos"][i] if i < meta["vocab_size"] else "\ufffd" for i in ids))
     enc, utf8 = gpt2_encoding(), codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -63,7 +67,9 @@ def stream_decode(meta, ids):
 
 
 def replace_file(path, write):
-    """write(f) into a file beside path, fsynced, then renamed over it: a crash leaves the old file or the new one."""
+    """write(f) into a file beside path, fsynced, then renamed over it: a crash leaves the old file
+    or the new one. Where the file cannot be written (a full disk, a file-size limit, no
+    permission), a one-line ConfigError names it, the reason, and the file that stands."""
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
@@ -71,6 +77,13 @@ def replace_file(path, write):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)  # atomic on POSIX and Windows
+    except Exception as e:
+        # torch's zip writer raises a RuntimeError while handling the OSError of a failed write
+        cause = e if isinstance(e, OSError) else e.__context__
+        if not isinstance(cause, OSError):
+            raise
+        kept = f"the earlier {path} stands" if os.path.exists(path) else "nothing was written"
+        raise ConfigError(f"cannot write {path}: {cause.strerror or cause}; {kept}") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -97,13 +110,15 @@ def read_meta(folder_or_json):
     return meta
 
 
-class PlainDataUnpickler(pickle.Unpickler):  # dicts, lists, strings, numbers: naming code is refused
+# dicts, lists, strings, numbers: naming code is refused
+class PlainDataUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
 
 def read_nanogpt_meta(path):
-    """nanoGPT's meta.pkl ({vocab_size, itos {id: char}, stoi}) as a char meta dict; else a ConfigError."""
+    """nanoGPT's meta.pkl ({vocab_size, itos {id: char}, stoi}) as a char meta dict; else a
+    ConfigError."""
     try:
         with open(path, "rb") as f:
             data = PlainDataUnpickler(f).load()
@@ -118,7 +133,8 @@ def read_nanogpt_meta(path):
 
 
 def find_meta(path):
-    """(meta, its file) from a folder's meta.json, else its meta.pkl (nanoGPT's), or from the file named; or None."""
+    """(meta, its file) from a folder's meta.json, else its meta.pkl (nanoGPT's), or from the file
+    named; or None."""
     files = [path] if os.path.isfile(path) else [os.path.join(path, n) for n in ("meta.json", "meta.pkl")]
     for file in (os.fspath(f) for f in files if os.path.isfile(f) and os.fspath(f).endswith((".json", ".pkl"))):
         return (read_meta if file.endswith(".json") else read_nanogpt_meta)(file), file
@@ -126,8 +142,9 @@ def find_meta(path):
 
 
 def padded_vocab(meta):
-    """A new model's vocabulary: GPT-2's BPE padded to a multiple of 64 (50304, as nanoGPT) puts the head's matmul,
-    a quarter of GPT-2 124M's FLOPs, on fast GPU kernels; the padded ids are never sampled or decoded."""
+    """A new model's vocabulary: GPT-2's BPE padded to a multiple of 64 (50304, as nanoGPT) puts the
+    head's matmul, a quarter of GPT-2 124M's FLOPs, on fast GPU kernels; the padded ids are never
+    sampled or decoded."""
     return -(-meta["vocab_size"] // 64) * 64 if meta["tokenizer"] == "gpt2" else meta["vocab_size"]
 
 
@@ -136,7 +153,8 @@ def same_tokenizer(a, b):  # whether two meta dicts' ids mean the same character
 
 
 def read_bin(path, meta):
-    """A split (train.bin, val.bin), memory-mapped in its meta's dtype; a missing or ragged file is a ConfigError."""
+    """A split (train.bin, val.bin), memory-mapped in its meta's dtype; a missing or ragged file is
+    a ConfigError."""
     size = os.path.getsize(path) if os.path.isfile(path) else -1
     if size < 0 or size % np.dtype(meta["dtype"]).itemsize:
         raise ConfigError(f"{path} is missing, or not a whole number of {meta['dtype']} tokens")
@@ -144,7 +162,8 @@ def read_bin(path, meta):
 
 
 def read_text(path):
-    """A UTF-8 text file (a byte-order mark dropped, CR LF read as LF); else a one-line ConfigError."""
+    """A UTF-8 text file (a byte-order mark dropped, CR LF read as LF); else a one-line
+    ConfigError."""
     try:
         with open(path, encoding="utf-8-sig") as f:
             return f.read()
@@ -153,8 +172,9 @@ def read_text(path):
 
 
 def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
-    """Tokenize text into a dataset in out_dir: the first 1 - val_fraction of the characters train, the rest
-    validate (split before encoding, as nanoGPT). Each bin is renamed into place, meta.json last."""
+    """Tokenize text into a dataset in out_dir: the first 1 - val_fraction of the characters train,
+    the rest validate (split before encoding, as nanoGPT). Each bin is renamed into place, meta.json
+    last."""
     if tokenizer not in ("char", "gpt2") or not 0.0 < val_fraction < 1.0:
         raise ConfigError(f"tokenizer must be char or gpt2, val_fraction in (0, 1); got {tokenizer!r}, {val_fraction}")
     n = int(len(text) * (1 - val_fraction))
@@ -165,7 +185,8 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     splits = {"train": encode(text[:n]), "val": encode(text[n:])}
     try:
         os.makedirs(out_dir, exist_ok=True)
-        if os.path.exists(os.path.join(out_dir, "meta.json")):  # never an old meta.json over the new bins
+        # never an old meta.json over the new bins
+        if os.path.exists(os.path.join(out_dir, "meta.json")):
             os.remove(os.path.join(out_dir, "meta.json"))
         for split, ids in splits.items():
             replace_file(os.path.join(out_dir, f"{split}.bin"), np.asarray(ids, dtype=meta["dtype"]).tofile)
