@@ -11,6 +11,7 @@ script defines and every value must fit the default's type; otherwise a one-line
 
 import ast
 import difflib
+import errno
 import io
 import os
 import re
@@ -29,7 +30,7 @@ class ConfigError(ValueError):
 
 
 def did_you_mean(word, choices):
-    """' (did you mean CHOICE?)' for the choice nearest a mistyped word, or '' where none is near."""
+    """' (did you mean CHOICE?)' for the choice nearest a mistyped word, or '' if none is near."""
     close = difflib.get_close_matches(word, choices, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
@@ -72,7 +73,8 @@ def _parse(text):
         return text
 
 
-def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, sections=None, sources=()):
+def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, sections=None,
+              sources=()):
     """
     defaults updated by argv, left to right: config files (Python) and --key=value.
     strict_files=False lets a file set keys this script does not use (sizing.py reading a train
@@ -104,7 +106,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                 source = f.read()
         except (OSError, UnicodeDecodeError) as e:
             why = getattr(e, "strerror", None) or "not a text file"
-            raise ConfigError(f"cannot read config file {arg}: {why} (options are written --key=value)") from None
+            raise ConfigError(f"cannot read config file {arg}: {why} "
+                              "(options are written --key=value)") from None
         scope = {"__file__": arg}
         try:
             # config files are the user's own Python, as nanoGPT's
@@ -119,13 +122,14 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                     raise _unknown(key, defaults, f"in {arg}")
                 continue
             if key in typed:
-                raise ConfigError(f"--{key} comes before {arg}, which sets {key} again: put --key=value after the "
-                                  "config files")
+                raise ConfigError(f"--{key} comes before {arg}, which sets {key} again: "
+                                  "put --key=value after the config files")
             config[key] = _coerce(key, value, defaults[key], f"in {arg}", nullable)
             given[key] = f"in {arg}"
     if helping:  # each key as the config files and --key=value beside --help set it
         script = sys._getframe(1).f_globals.get("__file__", sys.argv[0])
-        shown = [(t, {k: config.get(k, v) for k, v in ks.items()}) for t, ks in sections or [("config keys", config)]]
+        sections = sections or [("config keys", config)]
+        shown = [(t, {k: config.get(k, v) for k, v in ks.items()}) for t, ks in sections]
         print(help_text(script, shown, sources))
         sys.exit(0)
     return config
@@ -135,7 +139,8 @@ def config_keys(namespace):
     """A script's configurable globals: public ints, floats, bools, strs and Nones, not
     CONSTANTS."""
     return {k: v for k, v in namespace.items()
-            if not k.startswith("_") and not k.isupper() and isinstance(v, (int, float, bool, str, type(None)))}
+            if not k.startswith("_") and not k.isupper()
+            and isinstance(v, (int, float, bool, str, type(None)))}
 
 
 def key_comments(path):
@@ -144,14 +149,16 @@ def key_comments(path):
     functions). A line that sets several keys explains none: its comment cannot say which."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    comments = {t.start[0]: t.string.lstrip("#").strip()
-                for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT}
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens
+                if t.type == tokenize.COMMENT}
     found = []
     for stmt in ast.parse(source).body:
         if isinstance(stmt, ast.FunctionDef):
             continue
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            one = isinstance(node, ast.Assign) and len(node.targets) == 1
+            if one and isinstance(node.targets[0], ast.Name):
                 found.append((node.lineno, node.targets[0].id))
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 found.append((node.lineno, node.target.id))
@@ -172,11 +179,15 @@ def help_text(script, sections, sources=()):
     meanings = {}
     for path in [*sources, script]:  # the script has the last word
         meanings.update(key_comments(path))
-    out = [doc.strip(), "", "Keys are set by config files (Python: key = value) and --key=value, left to right."]
+    how = "Keys are set by config files (Python: key = value) and --key=value, left to right."
+    out = [doc.strip(), "", how]
     for title, keys in sections:
-        shown = {k: f"--{k}={v!r}" if isinstance(v, str) and not v.isprintable() else f"--{k}={v}" for k, v in keys.items()}
+        # a value with a tab or newline in it is shown quoted
+        shown = {k: f"--{k}={v!r}" if isinstance(v, str) and not v.isprintable() else f"--{k}={v}"
+                 for k, v in keys.items()}
         width = min(max(map(len, shown.values()), default=0), 34)
-        out += ["", f"{title}:"] + [f"  {shown[k]:<{width}}  {meanings.get(k, '')}".rstrip() for k in keys]
+        out += ["", f"{title}:"]
+        out += [f"  {shown[k]:<{width}}  {meanings.get(k, '')}".rstrip() for k in keys]
     return "\n".join(out)
 
 
@@ -216,16 +227,21 @@ def run(main):
         if speak:
             print("terminated" if term else "interrupted", file=sys.stderr)
         sys.exit(143 if term else 130)
-    # stdout's reader has gone (| head): done, as a shell's own commands are
-    except BrokenPipeError:
+    except BrokenPipeError:  # stdout's reader has gone (| head): done, as a shell's commands are
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
-    # under torchrun, a collective another process left: it died, and torchrun says which
-    except RuntimeError as e:
-        if os.environ.get("WORLD_SIZE", "1") == "1" or not re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e)):
+    except OSError as e:  # a write the disk or a file-size limit refused (replace_file says which)
+        if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             raise
-        # gloo's [file:line]
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except RuntimeError as e:
+        # Under torchrun, a collective that another process left: it died, and torchrun says which.
+        lost = re.search(r"gloo|NCCL|[Cc]onnection|[Ss]ocket|peer", str(e))
+        if os.environ.get("WORLD_SIZE", "1") == "1" or not lost:
+            raise
+        # the first sentence of the error, without gloo's [file:line]
         why = re.sub(r"^\[[^\]]*\]\s*", "", str(e).strip()).split(". ")[0].splitlines()[0][:120]
-        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why}); the checkpoint last saved stands",
-              file=sys.stderr)
+        print(f"error: rank {os.environ.get('RANK')}: lost the other processes ({why}); "
+              "the checkpoint last saved stands", file=sys.stderr)
         sys.exit(1)
