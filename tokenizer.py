@@ -24,7 +24,8 @@ def gpt2_encoding():
     try:
         return tiktoken.get_encoding("gpt2")
     except Exception as e:  # offline: tiktoken downloads it once
-        raise ConfigError(f"cannot load tiktoken's gpt2 encoding (set TIKTOKEN_CACHE_DIR?): {str(e)[:160]}") from None
+        raise ConfigError("cannot load tiktoken's gpt2 encoding (set TIKTOKEN_CACHE_DIR?): "
+                          f"{str(e)[:160]}") from None
 
 
 # the smallest unsigned type that holds every id: 2 bytes a token for GPT-2
@@ -34,7 +35,8 @@ def bin_dtype(vocab_size):
 
 def char_meta(text):
     chars = sorted(set(text))
-    return {"tokenizer": "char", "vocab_size": len(chars), "itos": chars, "dtype": bin_dtype(len(chars))}
+    return {"tokenizer": "char", "vocab_size": len(chars), "itos": chars,
+            "dtype": bin_dtype(len(chars))}
 
 
 def gpt2_meta():
@@ -51,7 +53,8 @@ def load_tokenizer(meta):  # (encode, decode): str -> ids, ids -> str
         try:
             return [stoi[ch] for ch in s]
         except KeyError as e:
-            raise ConfigError(f"character {e.args[0]!r} is not in this char-level vocabulary of {len(itos)}") from None
+            raise ConfigError(f"character {e.args[0]!r} is not in this char-level vocabulary "
+                              f"of {len(itos)}") from None
     return encode, lambda ids: "".join(itos[i] for i in ids)
 
 
@@ -62,7 +65,8 @@ def stream_decode(meta, ids):
         return (yield from (meta["itos"][i] if i < meta["vocab_size"] else "\ufffd" for i in ids))
     enc, utf8 = gpt2_encoding(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     for i in ids:
-        yield utf8.decode(enc.decode_single_token_bytes(i) if i < enc.n_vocab else "\ufffd".encode())
+        piece = enc.decode_single_token_bytes(i) if i < enc.n_vocab else "\ufffd".encode()
+        yield utf8.decode(piece)
     yield utf8.decode(b"", final=True)
 
 
@@ -91,22 +95,29 @@ def replace_file(path, write):
 
 def write_meta(folder, meta):
     os.makedirs(folder, exist_ok=True)
-    replace_file(os.path.join(folder, "meta.json"), lambda f: f.write((json.dumps(meta, indent=1) + "\n").encode()))
+    text = json.dumps(meta, indent=1) + "\n"
+    replace_file(os.path.join(folder, "meta.json"), lambda f: f.write(text.encode()))
 
 
 def read_meta(folder_or_json):
     """The meta.json in a folder (or the .json file named), checked; else a one-line ConfigError."""
-    path = folder_or_json if str(folder_or_json).endswith(".json") else os.path.join(folder_or_json, "meta.json")
+    path = folder_or_json
+    if not str(path).endswith(".json"):
+        path = os.path.join(path, "meta.json")
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
-    ok = isinstance(meta, dict) and meta.get("tokenizer") in ("char", "gpt2") and type(meta.get("vocab_size")) is int
+    ok = isinstance(meta, dict) and meta.get("tokenizer") in ("char", "gpt2")
+    ok = ok and type(meta.get("vocab_size")) is int
     if ok and meta["tokenizer"] == "char":
         ok = isinstance(meta.get("itos"), list) and len(meta["itos"]) == meta["vocab_size"]
-    if not ok or meta.setdefault("dtype", bin_dtype(meta["vocab_size"])) not in ("uint16", "uint32"):
-        raise ConfigError(f"{path} is not a dataset's meta.json (tokenizer char or gpt2, vocab_size, itos, dtype)")
+    if ok:
+        meta.setdefault("dtype", bin_dtype(meta["vocab_size"]))
+    if not ok or meta["dtype"] not in ("uint16", "uint32"):
+        raise ConfigError(f"{path} is not a dataset's meta.json "
+                          "(tokenizer char or gpt2, vocab_size, itos, dtype)")
     return meta
 
 
@@ -123,21 +134,29 @@ def read_nanogpt_meta(path):
         with open(path, "rb") as f:
             data = PlainDataUnpickler(f).load()
     except Exception as e:  # refused, truncated, not a pickle, unreadable
-        raise ConfigError(f"refused {path}: not plain data ({str(e)[:120] or type(e).__name__})") from None
+        why = str(e)[:120] or type(e).__name__
+        raise ConfigError(f"refused {path}: not plain data ({why})") from None
     itos = data.get("itos") if isinstance(data, dict) else None
     itos = [itos.get(i) for i in range(len(itos))] if isinstance(itos, dict) else itos
     if not isinstance(itos, list) or data.get("vocab_size") != len(itos) or \
             not all(isinstance(c, str) and len(c) == 1 for c in itos):
-        raise ConfigError(f"{path} is not nanoGPT's char vocabulary (vocab_size and itos, one character per id)")
-    return {"tokenizer": "char", "vocab_size": len(itos), "itos": itos, "dtype": bin_dtype(len(itos))}
+        raise ConfigError(f"{path} is not nanoGPT's char vocabulary "
+                          "(vocab_size and itos, one character per id)")
+    return {"tokenizer": "char", "vocab_size": len(itos), "itos": itos,
+            "dtype": bin_dtype(len(itos))}
 
 
 def find_meta(path):
     """(meta, its file) from a folder's meta.json, else its meta.pkl (nanoGPT's), or from the file
     named; or None."""
-    files = [path] if os.path.isfile(path) else [os.path.join(path, n) for n in ("meta.json", "meta.pkl")]
-    for file in (os.fspath(f) for f in files if os.path.isfile(f) and os.fspath(f).endswith((".json", ".pkl"))):
-        return (read_meta if file.endswith(".json") else read_nanogpt_meta)(file), file
+    files = [path]
+    if not os.path.isfile(path):
+        files = [os.path.join(path, "meta.json"), os.path.join(path, "meta.pkl")]
+    for file in map(os.fspath, files):
+        if os.path.isfile(file) and file.endswith(".json"):
+            return read_meta(file), file
+        if os.path.isfile(file) and file.endswith(".pkl"):
+            return read_nanogpt_meta(file), file
     return None
 
 
@@ -158,7 +177,9 @@ def read_bin(path, meta):
     size = os.path.getsize(path) if os.path.isfile(path) else -1
     if size < 0 or size % np.dtype(meta["dtype"]).itemsize:
         raise ConfigError(f"{path} is missing, or not a whole number of {meta['dtype']} tokens")
-    return np.memmap(path, dtype=meta["dtype"], mode="r") if size else np.zeros(0, dtype=meta["dtype"])
+    if size == 0:  # numpy cannot map an empty file
+        return np.zeros(0, dtype=meta["dtype"])
+    return np.memmap(path, dtype=meta["dtype"], mode="r")
 
 
 def read_text(path):
@@ -168,7 +189,8 @@ def read_text(path):
         with open(path, encoding="utf-8-sig") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
+        why = getattr(e, "strerror", None) or "not UTF-8 text"
+        raise ConfigError(f"cannot read {path}: {why}") from None
 
 
 def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
@@ -176,11 +198,14 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     the rest validate (split before encoding, as nanoGPT). Each bin is renamed into place, meta.json
     last."""
     if tokenizer not in ("char", "gpt2") or not 0.0 < val_fraction < 1.0:
-        raise ConfigError(f"tokenizer must be char or gpt2, val_fraction in (0, 1); got {tokenizer!r}, {val_fraction}")
+        raise ConfigError("tokenizer must be char or gpt2, val_fraction in (0, 1); "
+                          f"got {tokenizer!r}, {val_fraction}")
     n = int(len(text) * (1 - val_fraction))
     if "\0" in text or len(set(text)) < 2 or n in (0, len(text)):
         raise ConfigError("the text is too short, one character repeated, or binary (it holds NUL)")
-    meta = dict(char_meta(text) if tokenizer == "char" else gpt2_meta(), **({"source": source} if source else {}))
+    meta = char_meta(text) if tokenizer == "char" else gpt2_meta()
+    if source:
+        meta["source"] = source
     encode, _ = load_tokenizer(meta)
     splits = {"train": encode(text[:n]), "val": encode(text[n:])}
     try:
@@ -189,9 +214,11 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
         if os.path.exists(os.path.join(out_dir, "meta.json")):
             os.remove(os.path.join(out_dir, "meta.json"))
         for split, ids in splits.items():
-            replace_file(os.path.join(out_dir, f"{split}.bin"), np.asarray(ids, dtype=meta["dtype"]).tofile)
+            ids = np.asarray(ids, dtype=meta["dtype"])
+            replace_file(os.path.join(out_dir, f"{split}.bin"), ids.tofile)
         write_meta(out_dir, meta)
     except OSError as e:  # read-only, a file in the way, a full disk
         raise ConfigError(f"cannot write a dataset to {out_dir}: {e.strerror or e}") from None
-    print(f"{out_dir}: vocab {meta['vocab_size']:,}, train {len(splits['train']):,} tokens, val {len(splits['val']):,}")
+    print(f"{out_dir}: vocab {meta['vocab_size']:,}, train {len(splits['train']):,} tokens, "
+          f"val {len(splits['val']):,}")
     return meta
