@@ -44,7 +44,7 @@ def save_checkpoint(obj, path):
         if not os.path.isfile(path):
             raise
         kept = load_checkpoint(path, mmap=True).get("iter_num")
-        raise ConfigError(f"{e}, from iter {kept}") from None
+        raise ConfigError(f"{e} (iter {kept})") from None
 
 
 def rng_state(device):
@@ -76,8 +76,8 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         if named:
             raise ConfigError(f"refused checkpoint {path}: it names {named.group(1)} "
                               "(nothing in it was run)") from None
-        why = "truncated, corrupt or not a torch file"
-        raise ConfigError(f"cannot read checkpoint {path}: {why}") from None
+        raise ConfigError(f"cannot read checkpoint {path}: "
+                          "truncated, corrupt or not a torch file") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ConfigError(f"{path} is not a glassgpt or nanoGPT checkpoint "
                           "(no model or model_args)")
@@ -167,8 +167,8 @@ def model_from_pretrained(name_or_folder, dropout=0.0):
         raise
     except Exception as e:  # whatever else transformers or safetensors raise on a folder
         raise ValueError(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}") from None
-    kind = config.get("model_type")
-    raise ValueError(f"{name_or_folder} holds a {kind!r} model, not GPT-2 or Arcee")
+    raise ValueError(f"{name_or_folder} holds a {config.get('model_type')!r} model, "
+                     "not GPT-2 or Arcee")
 
 
 def model_from_gpt2(name, dropout=0.0):
@@ -190,8 +190,8 @@ def model_from_gpt2(name, dropout=0.0):
         except urllib.error.HTTPError:
             pass  # the hub answered
         except OSError as e:
-            why = getattr(e, "reason", None) or e
-            raise OSError(how % f"{constants.ENDPOINT} is not reachable ({why})") from None
+            raise OSError(how % f"{constants.ENDPOINT} is not reachable "
+                                f"({getattr(e, 'reason', None) or e})") from None
         hf = transformers.GPT2LMHeadModel.from_pretrained(name)
     c = hf.config
     activation = HF_ACTIVATIONS.get(c.activation_function)
@@ -271,16 +271,14 @@ def model_from_arcee(folder, c, dropout=0.0):
 
 def what_else(out_dir, path):
     """What to read instead of the checkpoint at path, missing or unreadable, as the end of its
-    error: another checkpoint in out_dir (the nearest name), else the runs here, or how to make
-    one."""
+    error: another checkpoint in out_dir (the nearest name); where out_dir is no folder, the runs
+    here or how to make one."""
     name = os.path.basename(path)
-    saved = []
-    if os.path.isdir(out_dir):
+    if os.path.isdir(out_dir):  # a run's folder, perhaps of a run that has not saved yet
         saved = sorted(n for n in os.listdir(out_dir) if n.endswith(".pt") and n != name)
-    if saved:
+        if not saved:
+            return f"; {out_dir} holds no other checkpoint yet (a run saves one at each eval)"
         return f" (try --ckpt={difflib.get_close_matches(name, saved, n=1, cutoff=0)[0]})"
-    if os.path.isfile(os.path.join(out_dir, "log.jsonl")):
-        return f": the run in {out_dir} has saved none yet (it saves at its evals)"
     runs = sorted(d for d in os.listdir(".") if os.path.isfile(os.path.join(d, "ckpt.pt")))
     if runs:
         return f": the runs here are {', '.join(runs)} (--out_dir=...)"
@@ -339,8 +337,8 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
         try:
             model = model_from_pretrained(init_from)
         except (ImportError, OSError, ValueError) as e:  # no transformers or network, a bad folder
-            why = (str(e).splitlines() or [""])[0][:300]
-            raise ConfigError(f"cannot load {init_from}: {why}") from None
+            raise ConfigError(f"cannot load {init_from}: "
+                              f"{(str(e).splitlines() or [''])[0][:300]}") from None
         loaded = f"loaded {init_from}"
         places = [init_from] if os.path.isdir(init_from) else []
     vocab_size = model.config.vocab_size

@@ -216,9 +216,7 @@ def run(main):
     except ConfigError as e:
         if speak:
             print(f"error: {e}", file=sys.stderr)
-        # the others wait, quietly: torchrun ends every process once one exits, rank 0 before it had
-        # spoken
-        else:
+        else:  # quietly: torchrun ends every process once one exits, rank 0 before it had spoken
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             time.sleep(3)
         sys.exit(2)

@@ -164,8 +164,8 @@ def compiling():
                     if os.path.getmtime(path) >= start:
                         os.remove(path)
         if isinstance(e, Exception) and not isinstance(e, ConfigError):
-            why = (str(e).strip().splitlines() or [""])[0][:200]
-            raise ConfigError(f"torch.compile failed ({type(e).__name__}: {why}); its cache is "
+            raise ConfigError(f"torch.compile failed ({type(e).__name__}: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:200]}); its cache is "
                               f"{cache_dir()}: try again, or run with --compile=false") from None
         raise
 

@@ -116,8 +116,8 @@ class RunLog:
             self.pending.append(record)
             return
         # strict JSON: a diverged value (nan, inf) is written as null
-        diverged = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
-        record = {**record, **dict.fromkeys(diverged)}
+        record = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in record.items()}
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
 

@@ -18,8 +18,8 @@ EOT = "<|endoftext|>"
 
 
 @functools.lru_cache(maxsize=None)
-# tiktoken's GPT-2 BPE: downloaded once and cached (or read from TIKTOKEN_CACHE_DIR)
 def gpt2_encoding():
+    """tiktoken's GPT-2 BPE: downloaded once and cached (or read from TIKTOKEN_CACHE_DIR)."""
     import tiktoken
     try:
         return tiktoken.get_encoding("gpt2")
@@ -28,8 +28,8 @@ def gpt2_encoding():
                           f"{str(e)[:160]}") from None
 
 
-# the smallest unsigned type that holds every id: 2 bytes a token for GPT-2
 def bin_dtype(vocab_size):
+    """The smallest unsigned type that holds every id: 2 bytes a token for GPT-2."""
     return "uint16" if vocab_size <= 2 ** 16 else "uint32"
 
 
@@ -86,8 +86,8 @@ def replace_file(path, write):
         cause = e if isinstance(e, OSError) else e.__context__
         if not isinstance(cause, OSError):
             raise
-        kept = f"the earlier {path} stands" if os.path.exists(path) else "nothing was written"
-        raise ConfigError(f"cannot write {path}: {cause.strerror or cause}; {kept}") from None
+        raise ConfigError(f"cannot write {path}: {cause.strerror or cause}; "
+                          "the file there before, if any, stands") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -134,8 +134,8 @@ def read_nanogpt_meta(path):
         with open(path, "rb") as f:
             data = PlainDataUnpickler(f).load()
     except Exception as e:  # refused, truncated, not a pickle, unreadable
-        why = str(e)[:120] or type(e).__name__
-        raise ConfigError(f"refused {path}: not plain data ({why})") from None
+        raise ConfigError(f"refused {path}: not plain data "
+                          f"({str(e)[:120] or type(e).__name__})") from None
     itos = data.get("itos") if isinstance(data, dict) else None
     itos = [itos.get(i) for i in range(len(itos))] if isinstance(itos, dict) else itos
     if not isinstance(itos, list) or data.get("vocab_size") != len(itos) or \
@@ -189,8 +189,8 @@ def read_text(path):
         with open(path, encoding="utf-8-sig") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        why = getattr(e, "strerror", None) or "not UTF-8 text"
-        raise ConfigError(f"cannot read {path}: {why}") from None
+        raise ConfigError(f"cannot read {path}: "
+                          f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
 
 
 def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
@@ -210,9 +210,8 @@ def prepare_text(text, tokenizer, out_dir, val_fraction=0.1, source=None):
     splits = {"train": encode(text[:n]), "val": encode(text[n:])}
     try:
         os.makedirs(out_dir, exist_ok=True)
-        # never an old meta.json over the new bins
         if os.path.exists(os.path.join(out_dir, "meta.json")):
-            os.remove(os.path.join(out_dir, "meta.json"))
+            os.remove(os.path.join(out_dir, "meta.json"))  # never an old one over new bins
         for split, ids in splits.items():
             ids = np.asarray(ids, dtype=meta["dtype"])
             replace_file(os.path.join(out_dir, f"{split}.bin"), ids.tofile)
