@@ -305,9 +305,9 @@ def model_from_run(out_dir, ckpt=""):
     # Its tokenizer is in the run's folder, else in its dataset's: beside out_dir (a nanoGPT
     # checkout), from here, or in this repo.
     dataset = os.path.join("data", str((checkpoint.get("config") or {}).get("dataset", "")))
-    repo = os.path.dirname(os.path.abspath(__file__))
-    beside = os.path.normpath(os.path.join(out_dir, "..", dataset))
-    return model, loaded, [out_dir, beside, dataset, os.path.join(repo, dataset)]
+    places = [out_dir, os.path.normpath(os.path.join(out_dir, "..", dataset)), dataset,
+              os.path.join(os.path.dirname(os.path.abspath(__file__)), dataset)]
+    return model, loaded, places
 
 
 def find_tokenizer(meta, places, vocab_size):

@@ -110,7 +110,7 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                               "(options are written --key=value)") from None
         scope = {"__file__": arg}
         try:
-            # config files are the user's own Python, as nanoGPT's
+            # Config files are the user's own Python, as nanoGPT's are.
             exec(compile(source, arg, "exec"), scope)
         except Exception as e:
             raise ConfigError(f"config file {arg} failed: {type(e).__name__}: {e}") from None
@@ -144,9 +144,9 @@ def config_keys(namespace):
 
 
 def key_comments(path):
-    """{key: the comment on the line that sets it}, from a script's module-level `key = value  #
-    meaning` lines, dataclass fields and `dict(key=value,  # meaning)` entries (not from inside
-    functions). A line that sets several keys explains none: its comment cannot say which."""
+    """{key: the comment on the line that sets it}, from a script's module-level lines
+    `key = value  # meaning`, dataclass fields and `dict(key=value,  # meaning)` entries (not from
+    inside functions). A line that sets several keys explains none: its comment cannot say which."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
@@ -179,8 +179,8 @@ def help_text(script, sections, sources=()):
     meanings = {}
     for path in [*sources, script]:  # the script has the last word
         meanings.update(key_comments(path))
-    how = "Keys are set by config files (Python: key = value) and --key=value, left to right."
-    out = [doc.strip(), "", how]
+    out = [doc.strip(), "",
+           "Keys are set by config files (Python: key = value) and --key=value, left to right."]
     for title, keys in sections:
         # a value with a tab or newline in it is shown quoted
         shown = {k: f"--{k}={v!r}" if isinstance(v, str) and not v.isprintable() else f"--{k}={v}"

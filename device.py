@@ -48,11 +48,9 @@ def resolve_device(device="auto", dtype="auto"):
     the current device (under torchrun "cuda" is this process's own, LOCAL_RANK), so nothing touches
     another."""
     if device == "auto":
-        device = "cpu"
-        if torch.backends.mps.is_available():
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cpu" and torch.backends.mps.is_available():
             device = "mps"
-        if torch.cuda.is_available():
-            device = "cuda"
     try:
         kind, index = torch.device(device).type, torch.device(device).index
     except RuntimeError:
@@ -75,9 +73,7 @@ def resolve_device(device="auto", dtype="auto"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if dtype == "auto":  # float16 (with a gradient scaler) on GPUs before Ampere
-        dtype = "float32"
-        if kind == "cuda":
-            dtype = "float16"
+        dtype = "float16" if kind == "cuda" else "float32"
         if native_bf16(kind):
             dtype = "bfloat16"
     if dtype not in DTYPES:

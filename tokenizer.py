@@ -95,8 +95,8 @@ def replace_file(path, write):
 
 def write_meta(folder, meta):
     os.makedirs(folder, exist_ok=True)
-    text = json.dumps(meta, indent=1) + "\n"
-    replace_file(os.path.join(folder, "meta.json"), lambda f: f.write(text.encode()))
+    replace_file(os.path.join(folder, "meta.json"),
+                 lambda f: f.write((json.dumps(meta, indent=1) + "\n").encode()))
 
 
 def read_meta(folder_or_json):
@@ -121,8 +121,9 @@ def read_meta(folder_or_json):
     return meta
 
 
-# dicts, lists, strings, numbers: naming code is refused
 class PlainDataUnpickler(pickle.Unpickler):
+    """Dicts, lists, strings and numbers: a pickle that names code is refused."""
+
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
