@@ -6,7 +6,8 @@ kept.
     out_dir/log.jsonl           one JSON record per logged iteration and per eval
     out_dir/meta.json           the dataset's tokenizer, so sample.py can decode
     out_dir/loss.png            the loss curves (with matplotlib)
-    out_dir/previous/<when>/    earlier runs: a new run moves them here, never over them
+    out_dir/lens.html, hf/      what lens.py and export.py write about the run's model
+    out_dir/previous/<when>/    earlier runs, all of the above: a new run moves them here
 
 Nothing is written until the run has trained its first iteration: a run stopped before then leaves
 out_dir as it found it. From then on the run holds a lock on out_dir: a second run into it is
