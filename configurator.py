@@ -84,7 +84,8 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
     whose comments explain keys) and exits 0.
     """
     argv = sys.argv[1:] if argv is None else argv
-    helping, argv = any(arg in HELP for arg in argv), [arg for arg in argv if arg not in HELP]
+    helping = any(arg in HELP for arg in argv)
+    argv = [arg for arg in argv if arg not in HELP]
     given = {} if given is None else given
     config = dict(defaults)
     typed = set()  # --key=value so far: a config file after it must not undo it in silence
@@ -95,8 +96,9 @@ def configure(defaults, argv=None, strict_files=True, nullable=(), given=None, s
                 raise _unknown(key, defaults, "on the command line")
             if not eq and not isinstance(defaults[key], bool):
                 raise ConfigError(f"expected --key=value, got '{arg}'")
-            # a bare --flag is True; --out_dir=123 is a folder name, not a number
-            value = True if not eq else text if isinstance(defaults[key], str) else _parse(text)
+            value = True  # a bare --flag
+            if eq:  # --out_dir=123 is a folder name, not a number
+                value = text if isinstance(defaults[key], str) else _parse(text)
             config[key] = _coerce(key, value, defaults[key], "on the command line", nullable)
             given[key] = "on the command line"
             typed.add(key)
@@ -164,7 +166,8 @@ def key_comments(path):
                 found.append((node.lineno, node.target.id))
             elif isinstance(node, ast.keyword) and node.arg:
                 found.append((node.lineno, node.arg))
-    meanings, lines = {}, [line for line, _ in found]
+    meanings = {}
+    lines = [line for line, _ in found]
     for line, name in sorted(found):
         if line in comments and lines.count(line) == 1:
             meanings.setdefault(name, comments[line])

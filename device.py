@@ -102,7 +102,8 @@ def check_fits(cost, device_type, processes=1):
     the peaks real runs reach (docs/training.md). On a GPU, where it was not, only what surely must
     fit is refused (the training state and CUDA's own 0.5 GiB); where the activations may not fit,
     one line warns."""
-    have, gpu = memory_available(device_type), device_type == "cuda"
+    have = memory_available(device_type)
+    gpu = device_type == "cuda"
     need = sure = cost["training_bytes"] * processes
     if gpu:
         need = cost["training_bytes"] + 2**29
@@ -134,7 +135,8 @@ def peak_flops(device_type, dtype):
     if device_type != "cpu":
         return None
     a = torch.full((512, 512), 0.5, dtype=getattr(torch, dtype))  # no random state used
-    best, threads = math.inf, torch.get_num_threads()
+    best = math.inf
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     end = time.perf_counter() + 1.0  # a shorter window reads low at times on a shared host
     while (t := time.perf_counter()) < end:

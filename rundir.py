@@ -99,7 +99,8 @@ class RunLog:
         """Returns the folder an earlier run was moved to, or None."""
         os.makedirs(self.out_dir, exist_ok=True)
         self.lock = lock(self.out_dir)
-        path, start = os.path.join(self.out_dir, "log.jsonl"), self.resume_iter
+        path = os.path.join(self.out_dir, "log.jsonl")
+        start = self.resume_iter
         # a resume keeps what led to its checkpoint: the records before it, and the eval at it
         kept = [] if start is None else [r for r in read_log(path) if r["iter"] < start or
                                          (r["iter"] == start and "val_loss" in r)]
