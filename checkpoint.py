@@ -214,7 +214,7 @@ def model_from_gpt2(name, dropout=0.0):
 
 
 # export.py's Arcee folder (a rope + RMSNorm model) is read from config.json and model.safetensors
-# alone. Its names for a block's weights; its q, k and v are stacked into c_attn.
+# alone. These are its names for a block's weights; its q, k and v are stacked here into c_attn.
 ARCEE_NAMES = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm",
                "attn.c_proj": "self_attn.o_proj", "mlp.c_fc": "mlp.up_proj",
                "mlp.c_proj": "mlp.down_proj"}
