@@ -298,8 +298,7 @@ def model_from_run(out_dir, ckpt=""):
         raise ConfigError(f"{e}{what_else(out_dir, path)}") from None
     except (ValueError, TypeError, KeyError) as e:
         raise ConfigError(f"{path} does not hold a model this code can build: {e}") from None
-    best = checkpoint.get("best_val_loss")
-    loss = math.inf if best is None else float(best)  # nanoGPT saves a tensor
+    loss = float(checkpoint.get("best_val_loss", math.inf))  # nanoGPT saves a tensor
     held = f"best val loss {loss:.4f}" if math.isfinite(loss) else "no val loss yet"
     loaded = f"loaded {path} (iter {checkpoint.get('iter_num', '?')}, {held})"
     # Its tokenizer is in the run's folder, else in its dataset's: beside out_dir (a nanoGPT
