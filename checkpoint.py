@@ -44,7 +44,7 @@ def save_checkpoint(obj, path):
         if not os.path.isfile(path):
             raise
         kept = load_checkpoint(path, mmap=True).get("iter_num")
-        raise ConfigError(f"{e} (iter {kept})") from None
+        raise ConfigError(f"{e}, from iter {kept}") from None
 
 
 def rng_state(device):

@@ -87,7 +87,7 @@ def replace_file(path, write):
         if not isinstance(cause, OSError):
             raise
         raise ConfigError(f"cannot write {path}: {cause.strerror or cause}; "
-                          "the file there before, if any, stands") from None
+                          f"{path} is as it was") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
