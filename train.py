@@ -184,7 +184,8 @@ def load_data(rank):
     found = find_meta(data_dir) if os.path.isdir(data_dir) else None
     if not found:
         parent = os.path.dirname(data_dir)
-        near = did_you_mean(os.path.basename(data_dir), os.listdir(parent) if os.path.isdir(parent) else ())
+        datasets = os.listdir(parent) if os.path.isdir(parent) else []
+        near = did_you_mean(os.path.basename(data_dir), datasets)
         raise ConfigError(f"no dataset at {data_dir}{near}: set dataset or data_dir (a folder with "
                           "meta.json, train.bin and val.bin)")
     splits = {s: read_bin(os.path.join(data_dir, f"{s}.bin"), found[0]) for s in ("train", "val")}
