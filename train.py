@@ -27,7 +27,7 @@ import torch.distributed as dist
 import parallel
 from checkpoint import (current_model_args, is_nanogpt, load_checkpoint, model_from_checkpoint,
                         model_from_pretrained, rng_state, save_checkpoint, set_rng_state)
-from configurator import ConfigError, config_keys, configure, run, speak
+from configurator import ConfigError, config_keys, configure, did_you_mean, run, speak
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, plot_losses, read_log
@@ -183,7 +183,11 @@ def load_data(rank):
         dist.barrier()
     found = find_meta(data_dir) if os.path.isdir(data_dir) else None
     if not found:
-        raise ConfigError(f"no dataset at {data_dir} (its meta.json, train.bin, val.bin): set dataset or data_dir")
+        parent = os.path.dirname(data_dir)
+        datasets = os.listdir(parent) if os.path.isdir(parent) else []
+        near = did_you_mean(os.path.basename(data_dir), datasets)
+        raise ConfigError(f"no dataset at {data_dir}{near}: set dataset or data_dir (a folder with "
+                          "meta.json, train.bin and val.bin)")
     splits = {s: read_bin(os.path.join(data_dir, f"{s}.bin"), found[0]) for s in ("train", "val")}
     for split, data in splits.items():
         if len(data) <= block_size:
