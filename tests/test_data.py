@@ -201,6 +201,7 @@ def test_shakespeare_without_network_is_one_line(shakespeare, monkeypatch):
     with pytest.raises(ConfigError, match="--input") as e:
         shakespeare.shakespeare_text()
     assert "\n" not in str(e.value)
+    assert os.path.join("shakespeare_char", "input.txt") in str(e.value)  # the plainest way, named too
 
 
 def test_text_prepare_of_a_folder_drops_a_bom_and_windows_line_ends(tmp_path):
@@ -239,6 +240,20 @@ def test_text_prepare_names_a_next_step_with_a_run_folder_of_its_own(tmp_path):
         argv = [os.path.join(REPO, a) if a.endswith(".py") else a for a in argv]
         cfg = configure(train.config_keys(vars(train)), argv)
         assert cfg["out_dir"] not in ("out", "out-tiny") and cfg.items() >= data.items(), said
+
+
+def test_text_prepare_reads_a_path_given_to_it_as_the_text_and_never_runs_it(tmp_path):
+    """A .py file given as the text is read as text: its side effect never happens. A .txt works as well."""
+    script = tmp_path / "myscript.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nprint('I was executed')\n" * 3)
+    (tmp_path / "notes.txt").write_text("some text to read\n" * 10)
+    for path in (script, tmp_path / "notes.txt"):
+        out = tmp_path / path.stem
+        result = prepare("text", str(path), f"--out_dir={out}")
+        assert result.returncode == 0, result.stderr
+        train, meta = split(out, "train")
+        assert "".join(meta["itos"][i] for i in train) == path.read_text()[:len(train)]
+    assert not (tmp_path / "ran").exists()
 
 
 def test_text_prepare_bad_input_is_one_line(tmp_path):

@@ -36,9 +36,11 @@ def shakespeare_text(path=""):
         with urllib.request.urlopen(URL, timeout=30) as response:
             data = response.read()
     except OSError as e:
+        why = getattr(e, "reason", None) or e
+        kept_at = os.path.relpath(kept[0])
         here = os.path.relpath(os.path.join(HERE, "prepare.py"))
-        raise ConfigError(f"cannot download {URL} ({getattr(e, 'reason', None) or e}); save it and run "
-                          f"python {here} --input=PATH") from None
+        raise ConfigError(f"cannot download {URL} ({why}); save it as {kept_at}, "
+                          f"or run python {here} --input=PATH") from None
     if hashlib.sha256(data).hexdigest() != SHA256:
         raise ConfigError(f"{URL} sent {len(data):,} bytes that are not tiny Shakespeare (a proxy's page?)")
     replace_file(kept[0], lambda f: f.write(data))

@@ -1,7 +1,7 @@
 """
 Your own text as a dataset:
 
-    python data/text/prepare.py --input=notes.txt --tokenizer=char
+    python data/text/prepare.py notes.txt    # or --input=notes.txt; --tokenizer=char
     python data/text/prepare.py --input=my_books/ --tokenizer=gpt2 --out_dir=data/books
 
 A folder means its *.txt files, sorted, joined by blank lines; the last val_fraction of the text validates.
@@ -29,7 +29,9 @@ DEFAULTS = dict(
 
 
 def main():
-    cfg = configure(DEFAULTS)
+    # A path given to this script is the text to read, never a config file to run.
+    argv = [arg if arg.startswith("-") else f"--input={arg}" for arg in sys.argv[1:]]
+    cfg = configure(DEFAULTS, argv)
     path = cfg["input"]
     if not path:
         raise ConfigError("--input=PATH is required: a text file, or a folder of *.txt files")
