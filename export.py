@@ -197,21 +197,24 @@ def export_hf(model, meta, path, name):
     else:
         from transformers import ArceeForCausalLM
         hf, weights = ArceeForCausalLM(arcee_config(config, meta, inner)), arcee_state_dict(model)
-    try:
-        missing, unexpected = hf.load_state_dict(weights, strict=False)
-    except RuntimeError as e:  # a weight of another shape than the architecture's (a fork's model.py)
-        raise ConfigError(f"weights do not fit {type(hf).__name__}: {str(e).splitlines()[-1].strip()}") from None
-    missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias"))  # older GPT-2's masks
-               and not (k == "lm_head.weight" and config.tie_weights)]
-    if missing or unexpected:  # a weight that found no place would leave transformers computing another model
-        raise ConfigError(f"weights do not fit {type(hf).__name__}: {sorted(missing + unexpected)[:3]}")
+    cannot = f"export.py cannot write this model as {type(hf).__name__}"
+    # A fork's own MLP or attention has weights of other names or shapes than the architecture's.
+    want = {k: p.shape for k, p in hf.named_parameters()}
+    got = {k: v.shape for k, v in weights.items()}
+    odd = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+    if odd:
+        raise ConfigError(f"{cannot}: {', '.join(odd[:3])} have no place or another shape there")
+    hf.load_state_dict(weights, strict=False)
     if config.tie_weights:
         hf.tie_weights()
     probe = torch.arange(min(8, config.block_size))[None] % config.vocab_size
-    with torch.no_grad():  # a fork's model.py (its own MLP, activation, ...) computes what no switch of theirs does
-        ours, theirs = model(probe, probe)[0], hf.eval()(probe).logits
+    # A fork's model.py (its own activation, ...) may compute what no switch of transformers' does.
+    with torch.no_grad():
+        ours = model(probe, probe)[0]
+        theirs = hf.eval()(probe).logits
     if not torch.allclose(ours, theirs, rtol=1e-3, atol=1e-3):
-        raise ConfigError(f"transformers computes other logits than model.py (by up to {(ours - theirs).abs().max():.2g})")
+        by = (ours - theirs).abs().max()
+        raise ConfigError(f"{cannot}: transformers computes other logits (by up to {by:.2g})")
     hf.save_pretrained(path)  # config.json and model.safetensors (a tied head stored once)
     if meta["tokenizer"] == "gpt2":
         write_gpt2_tokenizer(path, config.block_size)
