@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 from device import autocast, resolve_device  # before torch: OpenMP's setting
 import torch
@@ -22,7 +23,8 @@ from tqdm import tqdm
 
 from checkpoint import load_model
 from configurator import ConfigError, config_keys, configure, run
-from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, read_text, same_tokenizer, stream_decode
+from tokenizer import find_meta, gpt2_encoding, load_tokenizer, read_bin, read_text, replace_file
+from tokenizer import same_tokenizer, stream_decode
 
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (a checkpoint in out_dir) | "gpt2" | ... | a Hugging Face model folder, as sample.py
@@ -35,8 +37,8 @@ stride = 0  # --eval: windows start this many tokens apart; each token is scored
 batch_size = 8  # --eval: windows per forward pass
 heads = False  # --eval: also each head's statistics (as the table for --start), averaged over all windows
 top = 3  # the logit lens's top tokens per position and layer (in the page)
-html = "lens.html"  # the page to write (unless named: in out_dir, reading a run); "" = none
-png = "lens.png"  # the attention grid to write, where html goes; "" = none
+html = "lens.html"  # the page to write; unless named, in out_dir when reading a run; "" = none
+png = "lens.png"  # the attention grid to write; unless named, beside the page; "" = none
 color = "auto"  # surprise as ANSI colour: "auto" (when stdout is a terminal) | "always" | "never"
 device = "auto"
 dtype = "float32"  # "float32" | "bfloat16" | "float16" | "auto"
@@ -200,7 +202,7 @@ def plot_attention(att, tokens, path):
         ax.set_yticks(range(0, T, step), labels[::step] if head == 0 else [], fontsize=5)
         ax.tick_params(length=0)
         ax.set_title(f"layer {layer} head {head}", fontsize=7)
-    fig.savefig(path, dpi=110, format="png")
+    replace_file(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     plt.close(fig)
     return True
 
@@ -280,8 +282,9 @@ def write_page(path, inside, tokens, stats, decode_one, top, title):
             "lens": [[[[decode_one(int(j)), round(float(x), 3)] for x, j in zip(pt, it)] for pt, it in zip(pl, il)]
                      for pl, il in zip(p, i)], "stats": {k: [r(row) for row in v] for k, v in stats.items()}}
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" inside the script
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(PAGE % {"title": html_lib.escape(title), "data": blob, "mean": inside["losses"].mean().item()})
+    mean = inside["losses"].mean().item()
+    page = PAGE % {"title": html_lib.escape(title), "data": blob, "mean": mean}
+    replace_file(path, lambda f: f.write(page.encode()))
 
 
 def split_ids(path, meta):
@@ -332,14 +335,9 @@ def report(cfg, inside, ids, meta, decode, text):
           "  ".join(f"{r - 1 if r else 'emb'}: {x:.3f}" for r, x in enumerate(inside["lens_loss"].tolist())))
     print(lens_rows(tokens, [[decode([i]) for i in row] for row in inside["lens_logits"].argmax(-1).tolist()]))
     title = f"{cfg['out_dir'] if cfg['init_from'] == 'resume' else cfg['init_from']}: {len(ids)} tokens"
-    try:
-        for path in filter(None, (cfg["png"], cfg["html"])):
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        drawn = cfg["png"] and plot_attention(inside["att"], tokens, cfg["png"])
-        if cfg["html"]:
-            write_page(cfg["html"], inside, tokens, stats, lambda i: decode([i]), cfg["top"], title)
-    except OSError as e:
-        raise ConfigError(f"cannot write {e.filename}: {e.strerror or e}") from None
+    drawn = cfg["png"] and plot_attention(inside["att"], tokens, cfg["png"])
+    if cfg["html"]:
+        write_page(cfg["html"], inside, tokens, stats, lambda i: decode([i]), cfg["top"], title)
     for key, wrote in (("png", drawn), ("html", True)):
         if cfg[key]:
             print(f"wrote {cfg[key]}" if wrote else "no attention PNG: pip install matplotlib", file=sys.stderr)
@@ -354,8 +352,21 @@ def main(argv=None):
     for key, ends in (("html", (".html", ".htm")), ("png", (".png",))):  # never README.md written over by a page
         if cfg[key] and not cfg[key].lower().endswith(ends):
             raise ConfigError(f"--{key} names the file to write: end it in {ends[0]}, got {cfg[key]!r}")
-        if cfg[key] and key not in given and cfg["init_from"] == "resume":  # beside the run, where one looks
-            cfg[key] = os.path.join(cfg["out_dir"], cfg[key])
+    # Unless named, the page goes beside the run, where one looks, and the PNG beside the page.
+    run_dir = cfg["out_dir"] if cfg["init_from"] == "resume" else ""
+    if "html" not in given:
+        cfg["html"] = cfg["html"] and os.path.join(run_dir, cfg["html"])
+    if "png" not in given:
+        page_dir = os.path.dirname(cfg["html"]) if cfg["html"] else run_dir
+        cfg["png"] = cfg["png"] and os.path.join(page_dir, cfg["png"])
+    # A page that cannot be written is found now, not after the whole analysis.
+    for path in filter(None, (cfg["png"], cfg["html"])):
+        folder = os.path.dirname(path) or "."
+        try:
+            os.makedirs(folder, exist_ok=True)
+            tempfile.TemporaryFile(dir=folder).close()
+        except OSError as e:
+            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
     text = read_text(cfg["start"][5:]) if cfg["start"].startswith("FILE:") else cfg["start"].replace("\\n", "\n")
     dev, device_type, dtype = resolve_device(cfg["device"], cfg["dtype"])
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])
