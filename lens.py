@@ -195,13 +195,16 @@ def plot_attention(att, tokens, path):
         return False
     (L, H, T, _), labels = att.shape, [show(t) for t in tokens]
     step = max(1, math.ceil(T / 40))  # at most ~40 labels an axis
-    fig, axes = plt.subplots(L, H, figsize=(2.6 * H + 0.8, 2.6 * L + 0.6), squeeze=False, layout="tight")
+    fig, axes = plt.subplots(L, H, figsize=(2.6 * H + 0.8, 2.6 * L + 0.6), squeeze=False, layout="constrained")
     for (layer, head), ax in zip([(l, h) for l in range(L) for h in range(H)], axes.flat):  # noqa: E741
-        ax.imshow(att[layer, head].numpy(), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        image = ax.imshow(att[layer, head].numpy(), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
         ax.set_xticks(range(0, T, step), labels[::step] if layer == L - 1 else [], fontsize=5, rotation=90)
         ax.set_yticks(range(0, T, step), labels[::step] if head == 0 else [], fontsize=5)
         ax.tick_params(length=0)
         ax.set_title(f"layer {layer} head {head}", fontsize=7)
+        ax.set_xlabel("key (attended to)" if layer == L - 1 else "", fontsize=6)
+        ax.set_ylabel("query (attending)" if head == 0 else "", fontsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     replace_file(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     plt.close(fig)
     return True
