@@ -282,6 +282,30 @@ def test_openwebtext_tokenize_ends_each_document(bpe):
     assert owt.tokenize({"text": "<|endoftext|>"})["ids"].count(50256) == 1  # in the text, only text
 
 
+def test_openwebtext_bins_are_written_whole_through_replace_file(tmp_path):
+    """Each split's ids, shard by shard, into one file renamed into place: the documents' ids in order."""
+    import numpy as np
+    import data.openwebtext.prepare as owt
+    docs = [[1, 2, 3], [4], [5, 6]]
+
+    class Shards:  # as much of a Hugging Face dataset as write_ids reads
+        def __init__(self, rows):
+            self.rows = rows
+
+        def __len__(self):
+            return len(self.rows)
+
+        def shard(self, num_shards, index, contiguous):
+            return Shards(self.rows[index::num_shards][:1] if num_shards == len(self.rows) else self.rows)
+
+        def with_format(self, kind):
+            return {"ids": [np.asarray(r) for r in self.rows]}
+    path = tmp_path / "val.bin"
+    tokenizer.replace_file(path, lambda f: owt.write_ids(Shards(docs), f))
+    assert np.fromfile(path, dtype=np.uint16).tolist() == [1, 2, 3, 4, 5, 6]
+    assert os.listdir(tmp_path) == ["val.bin"]
+
+
 def test_openwebtext_refuses_its_download_from_train_and_needs_datasets(tmp_path, monkeypatch):
     monkeypatch.setenv("GLASSGPT_PREPARE_FROM_TRAIN", "1")
     assert_one_line_error(prepare("openwebtext", f"--out_dir={tmp_path}"))

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
 from configurator import ConfigError, configure, run  # noqa: E402
-from tokenizer import gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
+from tokenizer import gpt2_encoding, gpt2_meta, replace_file, write_meta  # noqa: E402
 
 DATASET = "Skylion007/openwebtext"
 DEFAULTS = dict(
@@ -27,6 +27,14 @@ def tokenize(example):
     enc = gpt2_encoding()
     ids = enc.encode_ordinary(example["text"]) + [enc.eot_token]  # ordinary: text spelling a special token is text
     return {"ids": ids, "len": len(ids)}
+
+
+def write_ids(dset, f):
+    """The documents' ids into the open file f as uint16, one contiguous shard in memory at a time."""
+    shards = min(1024, len(dset))
+    for i in range(shards):
+        shard = dset.shard(num_shards=shards, index=i, contiguous=True).with_format("numpy")
+        np.concatenate(shard["ids"]).astype(np.uint16).tofile(f)
 
 
 def main():
@@ -45,17 +53,11 @@ def main():
     tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=cfg["num_proc"])
     os.makedirs(cfg["out_dir"], exist_ok=True)
     for split, dset in tokenized.items():
-        total, shards = int(np.sum(dset["len"], dtype=np.uint64)), min(1024, len(dset))
         path = os.path.join(cfg["out_dir"], f"{split}.bin")
-        arr, pos = np.memmap(path + ".tmp", dtype=np.uint16, mode="w+", shape=(total,)), 0
-        for i in range(shards):  # one contiguous shard in memory at a time
-            ids = np.concatenate(dset.shard(num_shards=shards, index=i, contiguous=True).with_format("numpy")["ids"])
-            arr[pos:pos + len(ids)] = ids
-            pos += len(ids)
-        arr.flush()
-        del arr
-        os.replace(path + ".tmp", path)  # a stop hours in leaves no half-written bin
-        print(f"{split}.bin: {len(dset):,} documents, {total:,} tokens")
+        # Renamed into place once whole: a stop hours in leaves no half-written bin.
+        replace_file(path, lambda f: write_ids(dset, f))
+        tokens = int(np.sum(dset["len"], dtype=np.uint64))
+        print(f"{split}.bin: {len(dset):,} documents, {tokens:,} tokens")
     write_meta(cfg["out_dir"], dict(gpt2_meta(), source=f"Hugging Face dataset {DATASET}"))
 
 
