@@ -67,7 +67,8 @@ def gpt2_state_dict(model):
         bias = k[:-len("weight")] + "bias"  # trained without biases: GPT-2's are zero
         if k.startswith(("transformer.h.", "transformer.ln_f.")) and k.endswith("weight") and bias not in sd:
             out[bias] = torch.zeros(v.shape[0])
-    if model.config.position == "sinusoidal":  # a fixed table added to x is a learned table never trained
+    # A fixed table added to x is a learned table never trained.
+    if model.config.position == "sinusoidal":
         out["transformer.wpe.weight"] = model.pos_table.detach().float().clone()
     if model.config.tie_weights:
         out.pop("lm_head.weight")  # the same matrix as wte: transformers ties them
@@ -140,7 +141,8 @@ def write_gpt2_tokenizer(path, block_size):
     merges = [tuple(spell(p) for p in split_token(ranks, t)) for t, _ in
               sorted(((t, i) for t, i in ranks.items() if len(t) > 1), key=lambda ti: ti[1])]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split, then bytes as symbols
+    # GPT-2's split, then each byte as a symbol.
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([EOT])  # id 50256: the next id after the ranks
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
@@ -156,7 +158,8 @@ def write_char_tokenizer(path, itos, block_size):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(itos)}))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character, newlines too
+    # Every character is a token, newlines too.
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()  # join the characters as they are: no spaces between them
     PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
                             model_max_length=block_size).save_pretrained(path)
@@ -190,7 +193,8 @@ def export_hf(model, meta, path, name):
     """Write the Hugging Face folder for model at path; name heads the model card."""
     config = model.config
     arch = architecture(config)
-    inner = model.transformer.h[0].mlp.c_fc.out_features  # 4 x n_embd in model.py; a fork may choose another
+    # 4 x n_embd in model.py; a fork may choose another.
+    inner = model.transformer.h[0].mlp.c_fc.out_features
     if arch == "gpt2":
         from transformers import GPT2LMHeadModel
         hf, weights = GPT2LMHeadModel(gpt2_config(config, meta, inner)), gpt2_state_dict(model)
@@ -222,7 +226,8 @@ def export_hf(model, meta, path, name):
         write_char_tokenizer(path, meta["itos"], config.block_size)
     with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as f:
         f.write(model_card(name, model, meta, arch))
-    write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})  # for glassgpt's --init_from=<folder>
+    # glassgpt's --init_from=<folder> reads the tokenizer from it.
+    write_meta(path, {k: v for k, v in meta.items() if k != "dtype"})
     return arch
 
 
@@ -231,7 +236,8 @@ def main(argv=None):
     if cfg["to"] != "hf":
         raise ConfigError(f"to must be hf, got {cfg['to']!r}")
     path = os.path.normpath(cfg["folder"] or os.path.join(cfg["out_dir"], "hf"))
-    if os.path.exists(path) and not (os.path.isdir(path) and not os.listdir(path)):  # an empty folder takes it
+    # An empty folder, made for the export, takes it as it is.
+    if os.path.exists(path) and not (os.path.isdir(path) and not os.listdir(path)):
         if not cfg["overwrite"]:
             raise ConfigError(f"{path} exists: choose another --folder, or --overwrite=true to replace it")
         if not is_export(path):  # never rmtree a training run or a user's own folder
@@ -242,14 +248,16 @@ def main(argv=None):
     model, meta, loaded = load_model("resume", cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     architecture(model.config)  # before any file is written
     quiet_transformers()  # its bars and notices are noise: our line says what was written
-    full = os.path.abspath(path)  # the card names the model after its folder, or <out_dir>/hf after the run
+    # The card names the model after its folder, or <out_dir>/hf after the run.
+    full = os.path.abspath(path)
     name = os.path.basename(os.path.dirname(full) if os.path.basename(full) == "hf" else full)
     tmp, old = f"{path}.tmp.{os.getpid()}", f"{path}.old.{os.getpid()}"
     try:  # written beside it, then swapped in whole: a failure leaves the earlier export as it was
         arch = export_hf(model.eval(), meta, tmp, name)
         umask = os.umask(0)
         os.umask(umask)
-        for f in os.listdir(tmp):  # transformers writes model.safetensors private (0600): the mode open() gives
+        # transformers writes model.safetensors private (0600); give it the mode open() gives.
+        for f in os.listdir(tmp):
             os.chmod(os.path.join(tmp, f), 0o666 & ~umask)
         if os.path.exists(path):
             os.replace(path, old)
@@ -259,7 +267,8 @@ def main(argv=None):
     except ImportError as e:  # a transformers older than 4.53 has no Arcee
         raise ConfigError(f"{e}: pip install -U transformers") from None
     finally:
-        if os.path.isdir(old) and not os.path.exists(path):  # failed between the two renames: put it back
+        # A failure between the two renames puts the old export back.
+        if os.path.isdir(old) and not os.path.exists(path):
             os.replace(old, path)
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)

@@ -23,7 +23,8 @@ class BlockMuon(torch.optim.Muon):
     def __init__(self, params, ns_dtype=torch.bfloat16, **kwargs):
         super().__init__(params, **kwargs)
         self.ns_dtype = ns_dtype
-        self._step_supports_amp_scaling = True  # GradScaler sets grad_scale (None once unscaled) and found_inf
+        # GradScaler sets grad_scale (None once unscaled) and found_inf.
+        self._step_supports_amp_scaling = True
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -36,15 +37,20 @@ class BlockMuon(torch.optim.Muon):
                 torch._foreach_div_(grads, scale)
             lr, wd, mu, k = group["lr"], group["weight_decay"], group["momentum"], group.get("split", 1)
             decay = 1 - lr * wd if clean is None else torch.where(clean, 1 - lr * wd, 1.0)
-            by_shape = {}  # matrices of one shape orthogonalise as one batch: a few large matmuls, not many small
+            # Matrices of one shape orthogonalise as one batch: a few large matmuls, not many small.
+            by_shape = {}
             for param, grad, momentum in zip(params, grads, bufs):
-                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):  # views: updated in place
-                    if clean is not None:  # a skipped step's gradient is the momentum, which lerps to itself
+                # The chunks are views, so the updates below land in the parameters.
+                for p, g, buf in zip(param.chunk(k), grad.chunk(k), momentum.chunk(k)):
+                    # A skipped step's gradient is the momentum, which lerps to itself.
+                    if clean is not None:
                         g.copy_(torch.where(clean, g, buf))
-                    buf.lerp_(g, 1 - mu)  # Nesterov's update below is made in the gradient's memory, not new memory
+                    # Nesterov's update below is made in the gradient's memory, not new memory.
+                    buf.lerp_(g, 1 - mu)
                     by_shape.setdefault(tuple(p.shape), []).append((p, g.lerp_(buf, mu) if group["nesterov"] else buf))
             for same in by_shape.values():
-                n = max(1, 2 ** 24 // same[0][0].numel())  # at most 64 MB of them at a time: no copy of the model
+                # At most 64 MB of them at a time: no copy of the model.
+                n = max(1, 2 ** 24 // same[0][0].numel())
                 for batch in (same[i:i + n] for i in range(0, len(same), n)):
                     ortho = newton_schulz(torch.stack([u for _, u in batch]), group["ns_coefficients"],
                                           group["ns_steps"], group["eps"], self.ns_dtype)
@@ -62,7 +68,8 @@ def newton_schulz(g, coefficients, steps, eps, dtype):
     x = g.to(dtype).reshape(-1, *g.shape[-2:])  # a batch, even of one
     tall = x.size(-2) > x.size(-1)
     x = x.mT if tall else x
-    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # spectral <= Frobenius norm <= 1: in range
+    # Spectral <= Frobenius norm <= 1: in range.
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
     for _ in range(steps):
         gram = x @ x.mT
         x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
@@ -77,12 +84,15 @@ class MuonAdamW:
 
     def __init__(self, muon, adamw):
         self.muon, self.adamw = muon, adamw
-        self.param_groups = muon.param_groups + adamw.param_groups  # the same dicts: lr writes reach both
+        # The same dicts: lr writes reach both.
+        self.param_groups = muon.param_groups + adamw.param_groups
         self.defaults = adamw.defaults
-        self._step_supports_amp_scaling = getattr(adamw, "_step_supports_amp_scaling", False)  # fused: no .item()
+        # A fused AdamW steps without .item(), so GradScaler may hand it the scale.
+        self._step_supports_amp_scaling = getattr(adamw, "_step_supports_amp_scaling", False)
 
     def step(self):
-        for opt in (self.muon, self.adamw):  # what a float16 GradScaler set on this optimizer, or None
+        # What a float16 GradScaler set on this optimizer, or None.
+        for opt in (self.muon, self.adamw):
             opt.grad_scale, opt.found_inf = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)
             opt.step()
 
@@ -98,7 +108,8 @@ class MuonAdamW:
             raise ValueError("not a Muon + AdamW optimizer state (trained with optimizer=adamw?)")
         self.muon.load_state_dict(state["muon"])
         self.adamw.load_state_dict(state["adamw"])
-        self.param_groups[:] = self.muon.param_groups + self.adamw.param_groups  # load makes new group dicts
+        # load_state_dict makes new group dicts, so both lists are taken again.
+        self.param_groups[:] = self.muon.param_groups + self.adamw.param_groups
 
 
 def configure_muon(model, weight_decay, learning_rate, betas, device_type, muon_lr=0.02, muon_momentum=0.95,
@@ -113,7 +124,8 @@ def configure_muon(model, weight_decay, learning_rate, betas, device_type, muon_
     if ns_dtype is None:
         from device import native_bf16
         ns_dtype = torch.bfloat16 if native_bf16(device_type) else torch.float32
-    hidden = [p for p in model.transformer.h.parameters() if p.requires_grad and p.dim() == 2]  # a list: a fixed order
+    # A list, not a set, so that the order is the same in every process.
+    hidden = [p for p in model.transformer.h.parameters() if p.requires_grad and p.dim() == 2]
     qkv, hidden_ids = {id(b.attn.c_attn.weight) for b in model.transformer.h}, {id(p) for p in hidden}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in hidden_ids]
     groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay, "lr_scale": 1.0},

@@ -192,7 +192,8 @@ def plan_sweep(plan, vocab_size=65, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE
 def train_args(run, out_dir, dataset, data_dir):
     """train.py's keys for one run, each pinned: cosine decay over exactly its iterations (Chinchilla's advice)."""
     iters = run["iters"]
-    lr = 2e-3 if run["n_embd"] <= 64 else 1e-3  # the smallest models tolerate and need a larger step
+    # The smallest models tolerate and need a larger step.
+    lr = 2e-3 if run["n_embd"] <= 64 else 1e-3
     keys = dict(out_dir=out_dir, dataset=dataset, data_dir=data_dir, gradient_accumulation_steps=1, max_iters=iters,
                 lr_decay_iters=iters, warmup_iters=max(1, iters // 20), learning_rate=lr, min_lr=lr / 10,
                 eval_interval=iters, eval_iters=20, log_interval=max(1, iters // 10), beta2=0.99, weight_decay=0.1,
@@ -323,7 +324,8 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
     jobs = jobs or os.cpu_count() or 1
     threads = max(1, (os.cpu_count() or 1) // jobs)
     print(f"{len(runs)} trainings on {data_dir}, {sum(r['flops'] for r in runs):.2e} FLOPs, {jobs} at a time")
-    todo, name = [], os.path.basename(data_dir)  # the dataset in each run's name: another's runs are not reused
+    # The dataset in each run's name: another's runs are not reused.
+    todo, name = [], os.path.basename(data_dir)
     for r in runs:
         r["run_dir"] = os.path.join(out_dir, f"{name}_C{r['budget']:.0e}_L{r['n_layer']}_d{r['n_embd']}")
         done = final_eval(r["run_dir"], r["iters"])  # finished by an earlier sweep: reused
@@ -333,8 +335,10 @@ def sweep(quick=False, out_dir="out-scaling", dataset="shakespeare_char", data_d
         else:
             cmd = [sys.executable, os.path.join(REPO, "train.py"), *train_args(r, r["run_dir"], dataset, data_dir)]
             todo.append((r, cmd + [f"--num_threads={threads}"]))
-    todo.sort(key=lambda t: -t[0]["flops"] / t[0]["N"] ** 0.5)  # longest first: the pool does not end on one long run
-    with closing(train_all(list(todo), jobs)) as ended:  # closed (the trainings stopped) on any exception here too
+    # Longest first: the pool does not end on one long run.
+    todo.sort(key=lambda t: -t[0]["flops"] / t[0]["N"] ** 0.5)
+    # Closed (the trainings stopped) on any exception here too.
+    with closing(train_all(list(todo), jobs)) as ended:
         for n, (r, error) in enumerate(ended, 1):
             done = None if error else final_eval(r["run_dir"], r["iters"])
             if not done:
@@ -362,7 +366,8 @@ SWEEP = dict(  # the sweep's keys: python scaling.py sweep --key=value
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    sys.stdout.reconfigure(line_buffering=True)  # a sweep's progress shows as it comes, through a pipe too
+    # A sweep's progress shows as it comes, through a pipe too.
+    sys.stdout.reconfigure(line_buffering=True)
     sweeping = argv[:1] == ["sweep"]
     args = argv[sweeping:]
     if args and not sweeping and not any(a in HELP for a in args):
