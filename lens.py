@@ -77,7 +77,8 @@ def look_inside(model, ids):
         for h in hooks:
             h.remove()
     resid = torch.stack(resid)
-    lens_logits = model.lm_head(model.transformer.ln_f(resid)).float()  # the last row: the model's own logits
+    # The last row: the model's own logits.
+    lens_logits = model.lm_head(model.transformer.ln_f(resid)).float()
     nll = F.cross_entropy(lens_logits[:, :-1].transpose(1, 2), idx[:, 1:].expand(len(resid), -1), reduction="none")
     return {"att": att.float().cpu(), "resid": resid, "logits": logits[0].float(), "lens_logits": lens_logits.cpu(),
             "losses": nll[-1].cpu(), "lens_loss": nll.mean(-1).cpu()}
@@ -90,7 +91,8 @@ def head_stats(att):
     T, rows = att.size(-1), att[..., 1:, :]  # (..., T-1, T)
     i, top = torch.arange(1, T, dtype=att.dtype), rows.max(dim=-1).values
     on = lambda j: (rows.gather(-1, j.expand(rows.shape[:-1])[..., None])[..., 0] >= top).float().mean(-1)  # noqa
-    dist = (i[:, None] - torch.arange(T, dtype=att.dtype)).clamp(min=0)  # (T-1, T); masked weights are 0
+    # dist is (T-1, T); the masked weights are 0, so no mask is needed.
+    dist = (i[:, None] - torch.arange(T, dtype=att.dtype)).clamp(min=0)
     return {"diagonal": on(torch.arange(1, T)), "previous": on(torch.arange(0, T - 1)),
             "first": on(torch.zeros(T - 1, dtype=torch.long)), "distance": (rows * dist).sum(-1).mean(-1),
             "entropy": (rows * (1 / rows.clamp(min=1e-30)).log()).sum(-1).mean(-1)}  # no -0.0
@@ -147,7 +149,8 @@ def ansi_surprise(tokens, losses):
     out = [tokens[0]]
     for tok, loss in zip(tokens[1:], losses):
         colour = next(c for limit, c in SURPRISE_BINS if loss < limit)
-        lines = tok.split("\n")  # colour each line's piece; a coloured newline smears across the terminal
+        # Colour each line's piece; a coloured newline smears across the terminal.
+        lines = tok.split("\n")
         out.append("\n".join(f"\x1b[48;5;{colour}m\x1b[30m{piece}\x1b[0m" if piece else "" for piece in lines))
     legend = " ".join(f"\x1b[48;5;{c}m\x1b[30m<{limit:g}\x1b[0m" for limit, c in SURPRISE_BINS[:-1])
     return "".join(out) + f"\n(nats: {legend} \x1b[48;5;196m\x1b[30m>=4\x1b[0m)"
@@ -278,13 +281,15 @@ paint();
 
 def write_page(path, inside, tokens, stats, decode_one, top, title):
     """One self-contained HTML file: what the page shows as JSON in its own script, rounded to keep it small."""
-    att, (p, i) = inside["att"], inside["lens_logits"].softmax(-1).topk(top, dim=-1)  # (L + 1, T, top)
+    # p and i are (L + 1, T, top): each depth's top tokens at each position.
+    att, (p, i) = inside["att"], inside["lens_logits"].softmax(-1).topk(top, dim=-1)
     r = lambda t, n=3: [round(x, n) for x in t.tolist()]  # noqa: E731
     data = {"tokens": tokens, "surprise": [None] + r(inside["losses"]), "lens_loss": r(inside["lens_loss"], 4),
             "att": [[[r(q[:k + 1]) for k, q in enumerate(head)] for head in layer] for layer in att],
             "lens": [[[[decode_one(int(j)), round(float(x), 3)] for x, j in zip(pt, it)] for pt, it in zip(pl, il)]
                      for pl, il in zip(p, i)], "stats": {k: [r(row) for row in v] for k, v in stats.items()}}
-    blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" inside the script
+    # No "</script>" inside the script.
+    blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
     mean = inside["losses"].mean().item()
     page = PAGE % {"title": html_lib.escape(title), "data": blob, "mean": mean}
     replace_file(path, lambda f: f.write(page.encode()))
@@ -293,7 +298,8 @@ def write_page(path, inside, tokens, stats, decode_one, top, title):
 def split_ids(path, meta):
     """The ids of a prepare script's train.bin or val.bin, if the tokenizer beside it is the model's."""
     found = find_meta(os.path.dirname(path) or ".")
-    if not found or not same_tokenizer(found[0], meta):  # its ids would mean other characters or tokens
+    # Another tokenizer's ids would mean other characters or tokens.
+    if not found or not same_tokenizer(found[0], meta):
         raise ConfigError(f"cannot read {path} as this model's tokens: no meta.json beside it, or another tokenizer's")
     ids = read_bin(path, found[0])
     if len(ids) and int(ids.max()) >= meta["vocab_size"]:
@@ -324,7 +330,8 @@ def run_eval(cfg, model, meta, loaded):
 
 def report(cfg, inside, ids, meta, decode, text):
     """Print the text coloured by surprise, the heads' statistics and the logit lens; write the PNG and the page."""
-    tokens = list(stream_decode(meta, ids))[:len(ids)]  # each token's text (the final flush is empty)
+    # Each token's text; the final flush is empty.
+    tokens = list(stream_decode(meta, ids))[:len(ids)]
     losses, stats = inside["losses"].tolist(), head_stats(inside["att"])
     colour = cfg["color"] == "always" or (cfg["color"] == "auto" and sys.stdout.isatty())
     worst = sorted(range(len(losses)), key=lambda i: -losses[i])[:5]
@@ -352,7 +359,8 @@ def main(argv=None):
     cfg = configure(DEFAULTS, argv, given=given)
     if cfg["color"] not in ("auto", "always", "never") or min(cfg["stride"] + 1, cfg["batch_size"], cfg["top"]) < 1:
         raise ConfigError("color must be auto, always or never; stride >= 0; batch_size and top >= 1")
-    for key, ends in (("html", (".html", ".htm")), ("png", (".png",))):  # never README.md written over by a page
+    # A page never writes over README.md or another file of the user's.
+    for key, ends in (("html", (".html", ".htm")), ("png", (".png",))):
         if cfg[key] and not cfg[key].lower().endswith(ends):
             raise ConfigError(f"--{key} names the file to write: end it in {ends[0]}, got {cfg[key]!r}")
     # Unless named, the page goes beside the run, where one looks, and the PNG beside the page.
