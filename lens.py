@@ -101,17 +101,16 @@ def head_stats(att):
     """
     T = att.size(-1)
     rows = att[..., 1:, :]  # (..., T-1, T)
-    i = torch.arange(1, T, dtype=att.dtype)
+    k = torch.arange(T - 1)  # row k is query k + 1
     top = rows.max(dim=-1).values
 
     def on(j):
-        # The share of rows r whose largest weight is on token j[r].
-        return (rows[..., torch.arange(T - 1), j] >= top).float().mean(-1)
+        # The share of rows k whose largest weight is on token j[k] (or j).
+        return (rows[..., k, j] >= top).float().mean(-1)
     # dist is (T-1, T); the masked weights are 0, so no mask is needed.
-    dist = (i[:, None] - torch.arange(T, dtype=att.dtype)).clamp(min=0)
+    dist = (k[:, None] + 1 - torch.arange(T)).clamp(min=0).to(att.dtype)
     # The entropy as p log(1/p), which never reads -0.0.
-    return {"diagonal": on(torch.arange(1, T)), "previous": on(torch.arange(0, T - 1)),
-            "first": on(torch.zeros(T - 1, dtype=torch.long)),
+    return {"diagonal": on(k + 1), "previous": on(k), "first": on(0),
             "distance": (rows * dist).sum(-1).mean(-1),
             "entropy": (rows * (1 / rows.clamp(min=1e-30)).log()).sum(-1).mean(-1)}
 
@@ -251,15 +250,13 @@ def plot_attention(att, tokens, path):
             image = ax.imshow(att[layer, head].numpy(), cmap="viridis", vmin=0, vmax=1,
                               interpolation="nearest")
             # Only the bottom row names the keys, and only the left column the queries.
-            bottom = layer == L - 1
-            left = head == 0
-            ax.set_xticks(range(0, T, step), labels[::step] if bottom else [], fontsize=5,
+            ax.set_xticks(range(0, T, step), labels[::step] if layer == L - 1 else [], fontsize=5,
                           rotation=90)
-            ax.set_yticks(range(0, T, step), labels[::step] if left else [], fontsize=5)
+            ax.set_yticks(range(0, T, step), labels[::step] if head == 0 else [], fontsize=5)
             ax.tick_params(length=0)
             ax.set_title(f"layer {layer} head {head}", fontsize=7)
-            ax.set_xlabel("key (attended to)" if bottom else "", fontsize=6)
-            ax.set_ylabel("query (attending)" if left else "", fontsize=6)
+            ax.set_xlabel("key (attended to)" if layer == L - 1 else "", fontsize=6)
+            ax.set_ylabel("query (attending)" if head == 0 else "", fontsize=6)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     replace_file(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     plt.close(fig)
