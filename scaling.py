@@ -116,8 +116,8 @@ TABLE_A4 = [(10, 640, 2560, 10, 64), (20, 1024, 4096, 16, 64), (24, 1280, 5120, 
 
 
 def table_a4():
-    """For each Table A4 model: N, the exact FLOPs per 2048-token sequence, 6*N*D with D = 2048, and
-    their ratio."""
+    """For each Table A4 model: N, the exact FLOPs per sequence of 2048 tokens, 6*N*D with
+    D = 2048, and their ratio."""
     rows = []
     for L, d, f, H, _ in TABLE_A4:
         N = chinchilla_params(2048, 32000, d, H, L, f)
@@ -179,7 +179,7 @@ def report():
         narrow = chinchilla_params(1024, 32000, d, h, layers, f, kv) / 1e6
         out.append(f"  {d:7d} {f'{h} x {kv}':>10} {layers:6d} {notebook:11.4f}M {narrow:11.4f}M "
                    f"{p / 1e6:8.0f}M")
-    out += ["", "Table A4: exact training FLOPs vs 6ND (one 2048-token sequence, vocab 32,000):",
+    out += ["", "Table A4: exact training FLOPs vs 6ND (a sequence of 2048 tokens, vocab 32,000):",
             f"  {'d_model':>7} {'layers':>6} {'N':>14} {'FLOPs':>18} {'6ND':>18} {'ratio':>8}"]
     out += [f"  {r['d_model']:7d} {r['n_layers']:6d} {r['N']:14,d} {r['flops']:18,d} "
             f"{r['approx']:18,d} {r['ratio']:8.4f}" for r in table_a4()]
