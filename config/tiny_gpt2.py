@@ -5,8 +5,8 @@
 #   python train.py config/tiny_gpt2.py && python export.py --out_dir=out-tiny-gpt2
 # To fine-tune the exported model:
 #   python train.py config/tiny_gpt2.py --init_from=out-tiny-gpt2/hf --out_dir=out-tuned
-# The price is a slightly higher val loss; docs/cpu.md#why-configtinypy-is-what-it-is has the
-# measurement.
+# The price is a slightly higher val loss; docs/cpu.md#why-configtinypy-is-what-it-is measures
+# these switches.
 import os
 
 # Start from whatever tiny.py's recipe is now.
