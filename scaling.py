@@ -35,9 +35,8 @@ NOTEBOOK_BUDGET = 2.21e19
 
 
 def chinchilla_loss(N, D):
-    """Predicted final training loss (nats per token) of N parameters trained on D tokens."""
-    N = np.asarray(N)
-    D = np.asarray(D)
+    """Predicted final training loss (nats per token) of N parameters trained on D tokens, numbers
+    or numpy arrays."""
     return E + A / N**ALPHA + B / D**BETA
 
 
