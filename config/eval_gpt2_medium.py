@@ -1,4 +1,4 @@
-# Evaluate OpenAI's gpt2-medium (350M) on OpenWebText (nanoGPT measured train/val loss of about 2.85):
+# Evaluate OpenAI's gpt2-medium (350M) on OpenWebText; nanoGPT's README lists the losses it got.
 #   python train.py config/eval_gpt2_medium.py
 # Needs `transformers` (the weights download once) and data/openwebtext/prepare.py's bins.
 batch_size = 8

@@ -1,4 +1,4 @@
-# Evaluate OpenAI's gpt2-xl (1558M) on OpenWebText (nanoGPT measured train/val loss of about 2.56):
+# Evaluate OpenAI's gpt2-xl (1558M) on OpenWebText; nanoGPT's README lists the losses it measured.
 #   python train.py config/eval_gpt2_xl.py
 # Needs `transformers` (the weights download once) and data/openwebtext/prepare.py's bins.
 batch_size = 8

@@ -1,7 +1,7 @@
 # GPT-2 (124M) on OpenWebText on one node of 8 GPUs:
 #   torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py
 # 12 sequences x 1024 tokens x 40 accumulation steps (5 per GPU) = 491,520 tokens per iteration;
-# 600,000 iterations = 295B tokens. Reaches a val loss of about 2.85 (nanoGPT's figure on 8 A100s, ~4 days).
+# 600,000 iterations = 295B tokens. nanoGPT's README gives the val loss it reached on 8 A100s.
 
 wandb_log = False
 wandb_project = "owt"

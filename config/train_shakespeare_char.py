@@ -1,6 +1,8 @@
-# nanoGPT's "baby GPT" on character-level tiny Shakespeare: 6 layers, 6 heads, 384 wide, 256 characters
-# of context. About 10M parameters; minutes on a GPU, too slow for a CPU (use config/tiny.py there).
-#   python train.py config/train_shakespeare_char.py && python sample.py --out_dir=out-shakespeare-char
+# nanoGPT's "baby GPT" on character-level tiny Shakespeare: 6 layers, 6 heads, 384 wide, 256
+# characters of context. About 10M parameters; minutes on a GPU, too slow for a CPU (use
+# config/tiny.py there).
+#   python train.py config/train_shakespeare_char.py
+#   python sample.py --out_dir=out-shakespeare-char
 
 out_dir = "out-shakespeare-char"
 eval_interval = 250  # it overfits, so keep an eye on val loss

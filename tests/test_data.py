@@ -202,6 +202,7 @@ def test_shakespeare_without_network_is_one_line(shakespeare, monkeypatch):
     with pytest.raises(ConfigError, match="--input") as e:
         shakespeare.shakespeare_text()
     assert "\n" not in str(e.value)
+    assert os.path.join("shakespeare_char", "input.txt") in str(e.value)  # the plainest way, named too
 
 
 def test_text_prepare_of_a_folder_drops_a_bom_and_windows_line_ends(tmp_path):
@@ -242,6 +243,20 @@ def test_text_prepare_names_a_next_step_with_a_run_folder_of_its_own(tmp_path):
         assert cfg["out_dir"] not in ("out", "out-tiny") and cfg.items() >= data.items(), said
 
 
+def test_text_prepare_reads_a_path_given_to_it_as_the_text_and_never_runs_it(tmp_path):
+    """A .py file given as the text is read as text: its side effect never happens. A .txt works as well."""
+    script = tmp_path / "myscript.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nprint('I was executed')\n" * 3)
+    (tmp_path / "notes.txt").write_text("some text to read\n" * 10)
+    for path in (script, tmp_path / "notes.txt"):
+        out = tmp_path / path.stem
+        result = prepare("text", str(path), f"--out_dir={out}")
+        assert result.returncode == 0, result.stderr
+        train, meta = split(out, "train")
+        assert "".join(meta["itos"][i] for i in train) == path.read_text()[:len(train)]
+    assert not (tmp_path / "ran").exists()
+
+
 def test_text_prepare_bad_input_is_one_line(tmp_path):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "empty_dir").mkdir()
@@ -266,6 +281,30 @@ def test_openwebtext_tokenize_ends_each_document(bpe):
     import data.openwebtext.prepare as owt
     assert owt.tokenize({"text": "Hello world."}) == {"ids": [15496, 995, 13, 50256], "len": 4}
     assert owt.tokenize({"text": "<|endoftext|>"})["ids"].count(50256) == 1  # in the text, only text
+
+
+def test_openwebtext_bins_are_written_whole_through_replace_file(tmp_path):
+    """Each split's ids, shard by shard, into one file renamed into place: the documents' ids in order."""
+    import numpy as np
+    import data.openwebtext.prepare as owt
+    docs = [[1, 2, 3], [4], [5, 6]]
+
+    class Shards:  # as much of a Hugging Face dataset as write_ids reads
+        def __init__(self, rows):
+            self.rows = rows
+
+        def __len__(self):
+            return len(self.rows)
+
+        def shard(self, num_shards, index, contiguous):
+            return Shards(self.rows[index::num_shards][:1] if num_shards == len(self.rows) else self.rows)
+
+        def with_format(self, kind):
+            return {"ids": [np.asarray(r) for r in self.rows]}
+    path = tmp_path / "val.bin"
+    tokenizer.replace_file(path, lambda f: owt.write_ids(Shards(docs), f))
+    assert np.fromfile(path, dtype=np.uint16).tolist() == [1, 2, 3, 4, 5, 6]
+    assert os.listdir(tmp_path) == ["val.bin"]
 
 
 def test_openwebtext_refuses_its_download_from_train_and_needs_datasets(tmp_path, monkeypatch):

@@ -201,6 +201,21 @@ def test_a_fork_transformers_would_compute_otherwise_is_refused(tmp_path, capsys
     assert sorted(os.listdir(tmp_path)) == ["run"] and "hf" not in os.listdir(tmp_path / "run")
 
 
+@pytest.mark.parametrize("switches", [dict(), ROPE])
+def test_a_forks_mlp_of_another_width_is_refused_as_one_line(tmp_path, capsys, monkeypatch, switches):
+    """A SwiGLU-like MLP whose c_fc is twice c_proj's input: export cannot write it, nothing is written."""
+    def swiglu_init(self, config):
+        torch.nn.Module.__init__(self)
+        self.c_fc = torch.nn.Linear(config.n_embd, 2 * 43, bias=config.bias)
+        self.c_proj = torch.nn.Linear(43, config.n_embd, bias=config.bias)
+    monkeypatch.setattr(model.MLP, "__init__", swiglu_init)
+    monkeypatch.setattr(model.MLP, "forward", lambda self, x: self.c_proj(
+        torch.nn.functional.silu(self.c_fc(x).chunk(2, -1)[0]) * self.c_fc(x).chunk(2, -1)[1]))
+    write_run(tmp_path / "run", tokenizer.char_meta(CHARS), **switches)
+    assert "cannot write" in one_line_error(capsys, [f"--out_dir={tmp_path / 'run'}"])
+    assert sorted(os.listdir(tmp_path)) == ["run"] and "hf" not in os.listdir(tmp_path / "run")
+
+
 def test_existing_folder_is_kept_unless_overwrite(tmp_path, capsys):
     meta = tokenizer.char_meta(CHARS)
     write_run(tmp_path / "run", meta)

@@ -333,6 +333,13 @@ def test_unless_named_the_page_and_png_go_in_the_runs_folder_and_say_so(out_dir,
     assert (out_dir / "lens.png").is_file() and str(out_dir / "lens.png") in err
 
 
+def test_the_png_goes_beside_a_named_page_unless_named_itself(out_dir, tmp_path, capsys):
+    lens.main([f"--out_dir={out_dir}", "--color=never", f"--html={tmp_path / 'pages' / 'romeo.html'}"])
+    assert (tmp_path / "pages" / "romeo.html").is_file() and not (out_dir / "lens.html").exists()
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "pages" / "lens.png").is_file() and not (out_dir / "lens.png").exists()
+
+
 def test_the_files_lens_writes_into_the_current_folder_are_left_out_of_git():
     """Reading GPT-2 or a folder, lens.py writes lens.html and lens.png where it runs: git is to ignore them."""
     names = [lens.html, lens.png, "text.html", "text.png"]
@@ -389,10 +396,11 @@ def test_bad_inputs_are_one_line(out_dir, capsys):
             ([f"--init_from={out_dir / 'nope'}"], "nope"),
             ([f"--out_dir={out_dir / 'nope'}"], "nope")):
         assert word in one_line_error(capsys, [f"--out_dir={out_dir}", *args]), args
-    with pytest.raises(SystemExit) as e:  # a file where the page's folder should be: after the report, one line
-        run(lambda: lens.main([f"--out_dir={out_dir}", f"--html={out_dir / 'empty.txt' / 'lens.html'}", "--png="]))
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "Traceback" not in err and err.splitlines()[-1].startswith("error: cannot write")
+    for key in ("html", "png"):  # a file where the page's folder should be: one line before the analysis
+        with pytest.raises(SystemExit) as e:
+            run(lambda: lens.main([f"--out_dir={out_dir}", f"--{key}={out_dir / 'empty.txt' / f'lens.{key}'}"]))
+        out, err = capsys.readouterr()
+        assert e.value.code == 2 and out == "" and err.startswith("error: cannot write") and len(err.splitlines()) == 1
 
 
 def test_help(capsys):

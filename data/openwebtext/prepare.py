@@ -1,10 +1,11 @@
 """
-OpenWebText (an open copy of GPT-2's WebText: 8M documents, ~9B GPT-2 tokens), as nanoGPT prepares it:
+OpenWebText (an open copy of GPT-2's WebText), as nanoGPT prepares it:
 
     pip install datasets && python data/openwebtext/prepare.py [--num_proc=8]
 
-Downloads ~55 GB into the Hugging Face cache and writes train.bin (~17 GB) and val.bin (~8.5 MB) here.
-Each document's tokens end with <|endoftext|>, so the model sees where one document ends and the next begins.
+It downloads the dataset into the Hugging Face cache and writes train.bin and val.bin here (sizes in
+nanoGPT's README). Each document's tokens end with <|endoftext|>, so the model sees where one
+document ends and the next begins.
 """
 
 import os
@@ -12,9 +13,11 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+# The repo root, so that its modules import from here.
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, REPO)
 from configurator import ConfigError, configure, run  # noqa: E402
-from tokenizer import gpt2_encoding, gpt2_meta, write_meta  # noqa: E402
+from tokenizer import gpt2_encoding, gpt2_meta, replace_file, write_meta  # noqa: E402
 
 DATASET = "Skylion007/openwebtext"
 DEFAULTS = dict(
@@ -25,37 +28,45 @@ DEFAULTS = dict(
 
 def tokenize(example):
     enc = gpt2_encoding()
-    ids = enc.encode_ordinary(example["text"]) + [enc.eot_token]  # ordinary: text spelling a special token is text
+    # Ordinary encoding: a text that spells a special token is read as text.
+    ids = enc.encode_ordinary(example["text"]) + [enc.eot_token]
     return {"ids": ids, "len": len(ids)}
+
+
+def write_ids(dset, f):
+    """The documents' ids into the open file f as uint16, one shard in memory at a time."""
+    shards = min(1024, len(dset))
+    for i in range(shards):
+        shard = dset.shard(num_shards=shards, index=i, contiguous=True).with_format("numpy")
+        np.concatenate(shard["ids"]).astype(np.uint16).tofile(f)
 
 
 def main():
     cfg = configure(DEFAULTS)
-    if os.environ.get("GLASSGPT_PREPARE_FROM_TRAIN"):  # train.py found no bins and ran this: not unasked
-        raise ConfigError("OpenWebText's ~55 GB download is not started from train.py: run "
-                          "python data/openwebtext/prepare.py yourself (after pip install datasets)")
+    # train.py found no bins and ran this, but a download this large must be asked for.
+    if os.environ.get("GLASSGPT_PREPARE_FROM_TRAIN"):
+        raise ConfigError("OpenWebText's large download is not started from train.py: run "
+                          "python data/openwebtext/prepare.py yourself "
+                          "(after pip install datasets)")
     try:
         from datasets import load_dataset
     except ImportError:
         raise ConfigError("OpenWebText needs Hugging Face datasets: pip install datasets") from None
-    gpt2_encoding()  # fails here, not in every worker, if tiktoken's files cannot be had
+    # This fails here, not in every worker, if tiktoken's files cannot be had.
+    gpt2_encoding()
     dataset = load_dataset(DATASET, split="train", num_proc=cfg["num_proc"])
-    splits = dataset.train_test_split(test_size=0.0005, seed=2357, shuffle=True)  # nanoGPT's: ~4K documents
+    # nanoGPT's split, so that its validation documents are ours.
+    splits = dataset.train_test_split(test_size=0.0005, seed=2357, shuffle=True)
     splits["val"] = splits.pop("test")
-    tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=cfg["num_proc"])
+    num_proc = cfg["num_proc"]
+    tokenized = splits.map(tokenize, remove_columns=["text"], desc="tokenizing", num_proc=num_proc)
     os.makedirs(cfg["out_dir"], exist_ok=True)
     for split, dset in tokenized.items():
-        total, shards = int(np.sum(dset["len"], dtype=np.uint64)), min(1024, len(dset))
         path = os.path.join(cfg["out_dir"], f"{split}.bin")
-        arr, pos = np.memmap(path + ".tmp", dtype=np.uint16, mode="w+", shape=(total,)), 0
-        for i in range(shards):  # one contiguous shard in memory at a time
-            ids = np.concatenate(dset.shard(num_shards=shards, index=i, contiguous=True).with_format("numpy")["ids"])
-            arr[pos:pos + len(ids)] = ids
-            pos += len(ids)
-        arr.flush()
-        del arr
-        os.replace(path + ".tmp", path)  # a stop hours in leaves no half-written bin
-        print(f"{split}.bin: {len(dset):,} documents, {total:,} tokens")
+        # Renamed into place once whole: a stop hours in leaves no half-written bin.
+        replace_file(path, lambda f: write_ids(dset, f))
+        tokens = int(np.sum(dset["len"], dtype=np.uint64))
+        print(f"{split}.bin: {len(dset):,} documents, {tokens:,} tokens")
     write_meta(cfg["out_dir"], dict(gpt2_meta(), source=f"Hugging Face dataset {DATASET}"))
 
 

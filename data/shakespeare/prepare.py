@@ -9,12 +9,14 @@ The text comes as for data/shakespeare_char: one input.txt, downloaded once for 
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the repo root
+# The repo root, so that its modules import from here.
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, REPO)
 from configurator import configure, run  # noqa: E402
 from data.shakespeare_char.prepare import prepare  # noqa: E402
 
 DEFAULTS = dict(
-    input="",  # a text file to prepare instead; "" = input.txt here or in data/shakespeare_char, else the download
+    input="",  # a text file to prepare instead; "" = a kept input.txt, else the download
     out_dir=os.path.dirname(os.path.abspath(__file__)),  # where train.bin, val.bin and meta.json go
 )
 
