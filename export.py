@@ -274,6 +274,8 @@ def main(argv=None):
     missing = [m for m in needed if not importlib.util.find_spec(m)]
     if missing:
         raise ConfigError(f"export needs {', '.join(missing)}: pip install transformers")
+    # safetensors reports a failed write (a full disk) as its own error, not an OSError.
+    from safetensors import SafetensorError
     model, meta, loaded = load_model("resume", cfg["out_dir"], cfg["ckpt"], cfg["meta"])
     architecture(model.config)  # before any file is written
     # Its bars and notices are noise beside our line, which says what was written.
@@ -295,8 +297,8 @@ def main(argv=None):
         if os.path.exists(path):
             os.replace(path, old)
         os.replace(tmp, path)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+    except (OSError, SafetensorError) as e:
+        raise ConfigError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
     except ImportError as e:  # a transformers older than 4.53 has no Arcee
         raise ConfigError(f"{e}: pip install -U transformers") from None
     finally:

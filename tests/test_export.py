@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -289,3 +290,15 @@ def test_as_a_user_runs_it(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "overwrite" in result.stderr
+    # A full disk (here a file-size limit) while overwriting: one line, the earlier export whole.
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run" / "hf").iterdir()}
+    limit = len(before["model.safetensors"]) // 2
+
+    def limited():  # Python ignores SIGXFSZ, so a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    result = subprocess.run([*cmd, "--overwrite=true"], capture_output=True, text=True, cwd=ROOT,
+                            preexec_fn=limited)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run" / "hf").iterdir()} == before
+    assert sorted(os.listdir(tmp_path / "run")) == ["ckpt.pt", "hf", "meta.json"]
