@@ -170,7 +170,7 @@ def compiling():
 
 def cpu_attention_in_float32(model, device_type, dtype):
     """Under bfloat16 autocast on a CPU, each layer's attention runs in float32: there torch's
-    attention kernels train slower in bfloat16 than in float32 (docs/cpu.md#attention-in-float32).
+    attention kernels run slower in bfloat16 than in float32 (docs/cpu.md#which-dtype).
     Elsewhere nothing changes."""
     if device_type != "cpu" or dtype != "bfloat16":
         return

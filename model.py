@@ -107,24 +107,26 @@ def make_norm(config):
     return RMSNorm(config.n_embd)
 
 
-def sinusoidal_table(n_pos, dim):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...), as in "Attention is all
-    you need"."""
-    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+def angles(n_pos, dim):
+    """pos / 10000^(2i/dim) for each position and each i < dim/2, (n_pos, ceil(dim/2)), in float64:
+    the angles of the sinusoidal and the rotary positions."""
     inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    table = torch.zeros(n_pos, dim, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(pos * inv_freq)
-    table[:, 1::2] = torch.cos(pos * inv_freq)[:, : dim // 2]
-    return table.float()
+    return torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
 
 
-def rope_tables(n_pos, head_size, base=10000.0):
-    """cos and sin of pos * theta_i for the rotary embedding, (n_pos, head_size) each: the cosines
+def sinusoidal_table(n_pos, dim):
+    """PE(pos, 2i) = sin(angle), PE(pos, 2i+1) = cos(angle), as in "Attention is all you need"."""
+    a = angles(n_pos, dim)
+    return torch.stack((a.sin(), a.cos()), dim=-1).view(n_pos, -1)[:, :dim].float()
+
+
+def rope_tables(n_pos, head_size):
+    """cos and sin of the angles for the rotary embedding, (n_pos, head_size) each: the cosines
     twice, and the sines negated then as they are."""
-    inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
-    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat((cos, cos), dim=-1).float(), torch.cat((-sin, sin), dim=-1).float()
+    a = angles(n_pos, head_size)
+    cos = torch.cat((a.cos(), a.cos()), dim=-1)
+    sin = torch.cat((-a.sin(), a.sin()), dim=-1)
+    return cos.float(), sin.float()
 
 
 def apply_rope(x, cos, sin):
@@ -253,15 +255,14 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
-        # keep the smallest set of most likely tokens whose probability reaches top_p
+        # Keep the fewest most likely tokens whose probability reaches top_p: drop a token where
+        # those before it already reach it. The most likely token always stays, so that top_p=0
+        # is greedy, not an error.
         sorted_logits, order = torch.sort(logits, descending=True)
         probs = sorted_logits.softmax(dim=-1)
-        # Drop a token where those before it already reach top_p. The most likely token always
-        # stays, so that top_p=0 is greedy, not an error.
         drop = probs.cumsum(dim=-1) - probs >= top_p
         drop[:, 0] = False
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
 
 
@@ -389,10 +390,8 @@ class GPT(nn.Module):
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW that decays the matrices (matmul weights, embeddings), not biases or norm gains."""
         params = [p for p in self.parameters() if p.requires_grad]
-        decayed = [p for p in params if p.dim() >= 2]
-        others = [p for p in params if p.dim() < 2]
-        groups = [{"params": decayed, "weight_decay": weight_decay},
-                  {"params": others, "weight_decay": 0.0}]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         # The fused kernel does the whole update in one pass, faster than foreach (docs/cpu.md).
         fused = device_type in ("cuda", "cpu")
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)

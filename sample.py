@@ -53,9 +53,8 @@ def check(cfg):
     # Recomputing, every length is a shape of its own: there is nothing to compile.
     if cfg["compile"] and not cfg["use_cache"]:
         raise ConfigError("compile=true compiles the KV cache's steps: it needs use_cache=true")
-    k = cfg["top_k"]
-    if k is not None and (not isinstance(k, int) or k < 1):
-        raise ConfigError(f"top_k must be a positive integer or None, got {k!r}")
+    if cfg["top_k"] is not None and cfg["top_k"] < 1:  # configurator makes it an integer
+        raise ConfigError(f"top_k must be a positive integer or None, got {cfg['top_k']}")
     p = cfg["top_p"]
     if p is not None and (not isinstance(p, (int, float)) or not 0 <= p <= 1):
         raise ConfigError(f"top_p must be a number in [0, 1] or None, got {p!r}")
@@ -76,7 +75,7 @@ def read_prompt(start):
 
 def sampling_dtype(model, device, dtype):
     """The dtype sample.py samples in, and bench.py times: device.py's choice, but float32 on a CPU
-    for a model below 512 wide, where bfloat16 samples slower (docs/cpu.md#sampling)."""
+    for a model below 512 wide, where bfloat16 samples slower (docs/cpu.md#which-dtype)."""
     _, device_type, name = resolve_device(device, dtype)
     if dtype == "auto" and device_type == "cpu" and model.config.n_embd < 512:
         return "float32"
