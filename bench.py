@@ -332,7 +332,7 @@ def bench_attention(cfg):
     for T in Ts:
         q, k, v, grad = (torch.randn(B, nh, T, hs, device=device, dtype=dtype,
                                      requires_grad=i < 3 and cfg["backward"]) for i in range(4))
-        mask = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # model.py's buffer
+        mask = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # as model.py's
         rows.append({"T": T, "scores_bytes": B * nh * T * T * dtype.itemsize})
         for name, op in ATTENTION.items():
             def run_op():

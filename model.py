@@ -174,9 +174,6 @@ class CausalSelfAttention(nn.Module):
         # one fused projection for query, key and value of all heads
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        if self.manual:  # the T x T lower-triangular mask; row i may look at columns <= i
-            mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
-            self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
         B, T, C = x.size()
@@ -197,11 +194,9 @@ class CausalSelfAttention(nn.Module):
         """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal
         (S = T) without a mask, else as mask (T, S) allows."""
         T = q.size(2)
-        if mask is None and self.manual:
-            mask = self.mask[:T, :T]
-        elif mask is None and self.capture:
-            mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         if self.manual or self.capture:
+            if mask is None:  # the T x T lower triangle: row i may look at columns <= i
+                mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
             # explicit scores: O(T^2) memory and FLOPs per head, the quadratic cost made visible
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
             att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
@@ -210,8 +205,7 @@ class CausalSelfAttention(nn.Module):
         if self.manual:
             return F.dropout(att, self.dropout, self.training) @ v
         dropout_p = self.dropout if self.training else 0.0
-        causal = mask is None and T > 1
-        return F.scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal=mask is None)
 
 
 class MLP(nn.Module):
@@ -371,9 +365,6 @@ class GPT(nn.Module):
         else:
             self.rope_cos = self.rope_cos[:block_size]
             self.rope_sin = self.rope_sin[:block_size]
-        for block in self.transformer.h:
-            if hasattr(block.attn, "mask"):
-                block.attn.mask = block.attn.mask[:block_size, :block_size]
 
     def crop_vocab_size(self, vocab_size):
         """Drop the ids past vocab_size, which a padded vocabulary adds (GPT-2's 50257 as 50304).

@@ -82,14 +82,13 @@ def sampling_dtype(model, device, dtype):
     return name
 
 
-def encode_prompt(text, meta, n, device):
-    """The prompt's ids, (n, T), one row per sample. An empty prompt is GPT-2's <|endoftext|> (a
-    document's start); for a char-level model it is an error."""
-    default = EOT if meta["tokenizer"] == "gpt2" else ""
-    ids = load_tokenizer(meta)[0](text or default)
+def encode_prompt(text, meta):
+    """The prompt's ids. An empty prompt is GPT-2's <|endoftext|> (a document's start); for a
+    char-level model it is an error."""
+    ids = load_tokenizer(meta)[0](text or (EOT if meta["tokenizer"] == "gpt2" else ""))
     if not ids:
         raise ConfigError("the prompt is empty: pass --start with some text")
-    return torch.tensor([ids] * n, dtype=torch.long, device=device)
+    return ids
 
 
 def compile_steps(model, x, max_new_tokens):
@@ -104,7 +103,7 @@ def compile_steps(model, x, max_new_tokens):
         with compiling():
             list(model.generate_tokens(x, min(max_new_tokens, 2), step=step))
             if x.size(1) + max_new_tokens > block_size + 1:
-                step(x.new_zeros(x.size(0), block_size))
+                step(x.new_zeros(len(x), block_size))
     except Exception as e:
         log(f"warning: {e}; running uncompiled")
         return None
@@ -112,9 +111,10 @@ def compile_steps(model, x, max_new_tokens):
     return step
 
 
-def print_sample(prompt, pieces):
+def print_sample(prompt, meta, ids):
+    """The prompt, then each id's text as it comes, then a line of dashes."""
     print(prompt, end="", flush=True)
-    for piece in pieces:
+    for piece in stream_decode(meta, ids):
         print(piece, end="", flush=True)
     print("\n---------------", flush=True)
 
@@ -125,12 +125,13 @@ def main(argv=None):
     device, device_type, _ = resolve_device(cfg["device"], cfg["dtype"])
     text = read_prompt(cfg["start"])  # before loading: a bad prompt file fails at once
     model, meta, loaded = load_model(cfg["init_from"], cfg["out_dir"], cfg["ckpt"], cfg["meta"])
+    ids = encode_prompt(text, meta)
+    log(loaded)
     n = cfg["num_samples"]
     if cfg["temperature"] == 0 and n > 1:
         n = 1
         log(f"temperature=0 is greedy: all {cfg['num_samples']} samples would be this one")
-    x = encode_prompt(text, meta, n, device)  # the samples as one batch: a step costs ~one sample's
-    log(loaded)
+    x = torch.tensor([ids] * n, device=device)  # the samples as one batch: a step costs ~one's
     model.to(device)
     dtype = sampling_dtype(model, device, cfg["dtype"])
     with torch.no_grad(), autocast(device_type, dtype):
@@ -143,9 +144,9 @@ def main(argv=None):
         tokens, kept = itertools.tee(tokens)
         prompt = text.lstrip("\n")  # not the default prompt's blank line: the text
         try:
-            print_sample(prompt, stream_decode(meta, (t[0, 0].item() for t in tokens)))
+            print_sample(prompt, meta, (t[0, 0].item() for t in tokens))
             for row in torch.cat(list(kept), dim=1)[1:].tolist():
-                print_sample(prompt, stream_decode(meta, row))
+                print_sample(prompt, meta, row)
         except KeyboardInterrupt:
             print(flush=True)  # the stop's word gets a line of its own
             raise
