@@ -112,3 +112,7 @@ def test_cpu_bf16_attention_runs_in_float32_with_the_same_logits(monkeypatch):
     torch.testing.assert_close(after, before, atol=0.05, rtol=0.05)
     after.sum().backward()  # training goes through it too
     assert model.lm_head.weight.grad is not None
+    torch._dynamo.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # and train.py --compile=true still gets one graph
+        explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
