@@ -397,7 +397,7 @@ class GPT(nn.Module):
         as without the cache. step runs the model after the prompt (a compiled copy of it), in
         shapes that never change."""
         block_size = self.config.block_size
-        step = step or self
+        step = self if step is None else step
         cache = KVCache(self.config.n_layer, block_size) if use_cache else None
         logits, _ = self(idx[:, -block_size:], kv_cache=cache)  # the prompt, stored in the cache
         for n in range(1, max_new_tokens + 1):
