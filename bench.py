@@ -481,14 +481,13 @@ def side_figures(rs, thresholds):
     its first eval at or below it (None where a run never reached it)."""
     def first_at(r, t):
         return next((r["before"][e["iter"]] for e in r["evals"] if e["val_loss"] <= t), None)
-    figures = {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs]}
-    for k in ("train_s", "wall_s", "final_val", "tokens_per_s"):
-        figures[k] = median_or_none([r[k] for r in rs])
-    figures["iters"] = statistics.median_low([r["iters"] for r in rs])
-    figures["tokens_per_iter"] = rs[0]["tokens_per_iter"]
-    figures["thresholds"] = {f"{t:.2f}": median_or_none([first_at(r, t) for r in rs])
-                             for t in thresholds}
-    return figures
+    medians = ("train_s", "wall_s", "final_val", "tokens_per_s")
+    return {"runs": [{k: v for k, v in r.items() if k != "before"} for r in rs],
+            **{k: median_or_none([r[k] for r in rs]) for k in medians},
+            "iters": statistics.median_low([r["iters"] for r in rs]),
+            "tokens_per_iter": rs[0]["tokens_per_iter"],
+            "thresholds": {f"{t:.2f}": median_or_none([first_at(r, t) for r in rs])
+                           for t in thresholds}}
 
 
 def val_after(runs, seconds):

@@ -23,7 +23,7 @@ from tokenizer import EOT, load_tokenizer, stream_decode
 # -----------------------------------------------------------------------------
 init_from = "resume"  # "resume" (out_dir's run) | "gpt2" ... "gpt2-xl" | a Hugging Face folder
 out_dir = "out"  # the training run's folder (with init_from="resume")
-ckpt = ""  # "ckpt.pt" (latest) | "best.pt" (lowest val loss); "" = best.pt if there is one
+ckpt = ""  # "ckpt.pt" (latest) | "best.pt" (lowest val); "" = best.pt if there is one, else ckpt.pt
 meta = ""  # the tokenizer's meta.json (or nanoGPT's meta.pkl); "" = the run's, or its dataset's
 start = "\n"  # the prompt, or "FILE:path" to read it from a file; "\n" typed in a shell too
 num_samples = 3  # samples, one after another, separated by a line of dashes
@@ -33,7 +33,7 @@ top_k = 200  # sample only among the k most likely tokens; None = all
 top_p = None  # nucleus sampling: the fewest tokens whose probability reaches top_p; None = off
 seed = 1337  # the same seed, the same samples
 device = "auto"  # "auto" (cuda, then mps, then cpu) | "cpu" | "cuda" | "cuda:1" | "mps"
-dtype = "auto"  # "auto" (device.py's; float32 on a CPU below 512 wide) | "float32" | "bfloat16"
+dtype = "auto"  # "auto" (float32 on a CPU below 512 wide) | "float32" | "bfloat16" | "float16"
 use_cache = True  # KV cache: each new token costs one position, not the whole context
 compile = False  # torch.compile the steps: it takes a while (a minute on a CPU), for long runs
 # -----------------------------------------------------------------------------
