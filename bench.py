@@ -258,8 +258,11 @@ def bench_sample(cfg):
     runs["recompute"] = lambda: model.generate(prompt, n_new, temperature=0, use_cache=False)
     if cfg["compile"]:  # compiled in the warm-up, untimed
         step = torch.compile(model, dynamic=False)
-        compiled = lambda: model.generate_tokens(prompt, n_new, temperature=0, step=step)  # noqa: E731
-        runs["compiled"] = lambda: torch.cat([prompt, *compiled()], 1)
+
+        def compiled():
+            new = model.generate_tokens(prompt, n_new, temperature=0, step=step)
+            return torch.cat([prompt, *new], 1)
+        runs["compiled"] = compiled
     if hf is not None:
         runs["transformers"] = lambda: hf.generate(prompt, max_new_tokens=n_new,
                                                    min_new_tokens=n_new, do_sample=False,
