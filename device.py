@@ -168,6 +168,23 @@ def compiling():
         raise
 
 
+def cpu_attention_in_float32(model, device_type, dtype):
+    """Under bfloat16 autocast on a CPU, each layer's attention runs in float32: there torch's
+    attention kernels run slower in bfloat16 than in float32 (docs/cpu.md#which-dtype).
+    Elsewhere nothing changes."""
+    if device_type != "cpu" or dtype != "bfloat16":
+        return
+    for block in model.transformer.h:
+        block.attn.attend = attend_in_float32(block.attn.attend)
+
+
+def attend_in_float32(attend):
+    def in_float32(q, k, v, mask=None):
+        with torch.autocast("cpu", enabled=False):
+            return attend(q.float(), k.float(), v.float(), mask)
+    return in_float32
+
+
 def autocast(device_type, dtype):
     """Matmuls in the low-precision dtype, softmax and norms kept in float32; nothing to do in
     float32."""

@@ -4,7 +4,8 @@ The glassgpt model: a GPT-2 style decoder-only transformer in one file.
 References:
 1) OpenAI's GPT-2 release (TensorFlow): https://github.com/openai/gpt-2/blob/master/src/model.py
 2) Hugging Face's GPT-2 (PyTorch), whose weights checkpoint.py imports.
-3) "Attention is all you need" (sinusoidal positions), RoFormer (rotary positions), Zhang & Sennrich 2019 (RMSNorm).
+3) "Attention is all you need" (sinusoidal positions), RoFormer (rotary positions),
+   Zhang & Sennrich 2019 (RMSNorm).
 
 sizing.py says analytically what this model costs; tests/ prove the two agree.
 """
@@ -35,25 +36,28 @@ class GPTConfig:
     position: str = "learned"  # "learned" | "sinusoidal" | "rope"
     attention: str = "sdpa"  # "sdpa" (fused kernel) | "manual" (explicit T x T scores)
     tie_weights: bool = True  # lm_head shares its weight with wte
-    activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (exact erf: nanoGPT's nn.GELU)
-    # sin/cos of amplitude 1 would drown the token embeddings (init std 0.02) ~35 to 1
-    sinusoidal_scale: float = 0.02 * math.sqrt(2)  # sinusoidal only: the table's amplitude, for wte's RMS
+    # "gelu_tanh" (GPT-2's tanh approximation) | "gelu" (the exact erf, nanoGPT's nn.GELU)
+    activation: str = "gelu_tanh"
+    # Sinusoidal only: the table's amplitude, that of wte's RMS. Sines of amplitude 1 would drown
+    # the token embeddings, whose init std is 0.02.
+    sinusoidal_scale: float = 0.02 * math.sqrt(2)
 
     def __post_init__(self):
         def bad(field, why):
             raise ValueError(f"GPTConfig.{field}={getattr(self, field)!r}: {why}")
-        for name, choices in (("norm", NORMS), ("position", POSITIONS), ("attention", ATTENTIONS),
-                              ("activation", ACTIVATIONS)):
-            if getattr(self, name) not in choices:
-                bad(name, f"must be one of {', '.join(choices)}")
+        choices = dict(norm=NORMS, position=POSITIONS, attention=ATTENTIONS, activation=ACTIVATIONS)
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                bad(name, f"must be one of {', '.join(allowed)}")
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 bad(name, "must be a positive integer")
         if self.n_embd % self.n_head:
             bad("n_embd", f"must be divisible by n_head={self.n_head}")
-        if self.position == "rope" and (self.n_embd // self.n_head) % 2:
-            bad("n_head", f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
+        head_size = self.n_embd // self.n_head
+        if self.position == "rope" and head_size % 2:
+            bad("n_head", f"rope needs an even head size, got n_embd/n_head = {head_size}")
         if not 0.0 <= self.dropout < 1.0:
             bad("dropout", "must be in [0, 1)")
 
@@ -64,7 +68,9 @@ class GPTConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def like(t, x):  # t in x's dtype; t itself if it is already in it: a no-op .to() costs ~0.7 us, 26 a sampled token
+def to_dtype_of(t, x):
+    """t in x's dtype. t itself where it already is, or is None: even a .to() that changes nothing
+    costs a call, and a sampled token makes dozens of these."""
     return t if t is None or t.dtype == x.dtype else t.to(x.dtype)
 
 
@@ -77,8 +83,10 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ndim))
         self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
 
-    def forward(self, x):  # in x's dtype: FSDP may gather a float32 stream's norm weights in bf16 (train.py --fsdp)
-        return F.layer_norm(x, self.weight.shape, like(self.weight, x), like(self.bias, x), self.eps)
+    def forward(self, x):
+        # In x's dtype: FSDP may gather a float32 stream's norm weights in bf16 (train.py --fsdp).
+        weight = to_dtype_of(self.weight, x)
+        return F.layer_norm(x, self.weight.shape, weight, to_dtype_of(self.bias, x), self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -90,56 +98,66 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ndim))
 
     def forward(self, x):
-        return F.rms_norm(x, self.weight.shape, like(self.weight, x), self.eps)
+        return F.rms_norm(x, self.weight.shape, to_dtype_of(self.weight, x), self.eps)
 
 
 def make_norm(config):
-    return LayerNorm(config.n_embd, config.bias) if config.norm == "layernorm" else RMSNorm(config.n_embd)
+    if config.norm == "layernorm":
+        return LayerNorm(config.n_embd, config.bias)
+    return RMSNorm(config.n_embd)
+
+
+def angles(n_pos, dim):
+    """pos / 10000^(2i/dim) for each position and each i < dim/2, (n_pos, ceil(dim/2)), in float64:
+    the angles of the sinusoidal and the rotary positions."""
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
 
 
 def sinusoidal_table(n_pos, dim):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...), as in "Attention is all you need"."""
-    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
-    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    table = torch.zeros(n_pos, dim, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(pos * inv_freq)
-    table[:, 1::2] = torch.cos(pos * inv_freq)[:, : dim // 2]
-    return table.float()
+    """PE(pos, 2i) = sin(angle), PE(pos, 2i+1) = cos(angle), as in "Attention is all you need"."""
+    a = angles(n_pos, dim)
+    return torch.stack((a.sin(), a.cos()), dim=-1).view(n_pos, -1)[:, :dim].float()
 
 
-def rope_tables(n_pos, head_size, base=10000.0):
-    """cos and sin of pos * theta_i for the rotary embedding, (n_pos, head_size) each: cos, cos and -sin, sin."""
-    inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
-    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat((cos, cos), dim=-1).float(), torch.cat((-sin, sin), dim=-1).float()
+def rope_tables(n_pos, head_size):
+    """cos and sin of the angles for the rotary embedding, (n_pos, head_size) each: the cosines
+    twice, and the sines negated then as they are."""
+    a = angles(n_pos, head_size)
+    cos = torch.cat((a.cos(), a.cos()), dim=-1)
+    sin = torch.cat((-a.sin(), a.sin()), dim=-1)
+    return cos.float(), sin.float()
 
 
 def apply_rope(x, cos, sin):
-    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by its position's angle: x cos + (x's halves swapped)
-    sin, rope_tables' -sin in the first half; in x's dtype (under autocast float32 tables would promote q and k)."""
-    return x * like(cos, x) + x.roll(x.size(-1) // 2, dims=-1) * like(sin, x)
+    """Rotate each pair (x[i], x[i + hs/2]) of x (B, nh, T, hs) by its position's angle: x cos plus
+    x with its halves swapped times sin (rope_tables negates the first half's sines). The tables
+    are cast to x's dtype, so that under autocast float32 tables do not promote q and k."""
+    swapped = x.roll(x.size(-1) // 2, dims=-1)
+    return x * to_dtype_of(cos, x) + swapped * to_dtype_of(sin, x)
 
 
 class KVCache:
-    """Keys and values of the positions seen so far, per layer, in buffers of max_len positions made once: a new token
-    costs one position, and the shapes never change, so one compiled step serves every position."""
+    """Keys and values of every position so far, per layer, in buffers of max_len positions made
+    once. A new token writes one position and the shapes never change, so one compiled step serves
+    every position. max_len is the model's block_size: GPT.forward masks the buffer by position."""
 
     def __init__(self, n_layer, max_len):
         self.max_len = max_len
-        self.k, self.v = [None] * n_layer, [None] * n_layer
-        self.pos = 0  # positions stored; GPT.forward advances it (a tensor in a compiled step: no recompile)
+        self.k = [None] * n_layer
+        self.v = [None] * n_layer
+        self.pos = torch.tensor(0)  # the positions stored; GPT.forward advances it
 
-    def update(self, layer, k, v, pos):
-        """Store k, v (B, nh, T, hs) at positions pos (T,); return the keys and values of the positions stored, (B, nh,
-        self.pos, hs) each, or in a compiled step (self.pos a tensor) the whole buffers, (B, nh, max_len, hs)."""
-        if self.k[layer] is None:  # zeros, in the dtype the model computes in: a masked NaN would still poison
-            B, nh, _, hs = k.shape
-            self.k[layer] = k.new_zeros(B, nh, self.max_len, hs)
-            self.v[layer] = v.new_zeros(B, nh, self.max_len, hs)
+    def update(self, layer, pos, k, v):
+        """Store k, v (B, nh, T, hs) at positions pos (T,); return the whole buffers, (B, nh,
+        max_len, hs) each. They start as zeros in the dtype the model computes in: even a masked
+        NaN would poison attention."""
+        if self.k[layer] is None:
+            self.k[layer] = k.new_zeros(k.size(0), k.size(1), self.max_len, k.size(3))
+            self.v[layer] = torch.zeros_like(self.k[layer])
         self.k[layer].index_copy_(2, pos, k)
         self.v[layer].index_copy_(2, pos, v)
-        return [t[layer][:, :, :self.max_len if torch.is_tensor(self.pos) else self.pos] for t in (self.k, self.v)]
+        return self.k[layer], self.v[layer]
 
 
 class CausalSelfAttention(nn.Module):
@@ -150,50 +168,44 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.dropout = config.dropout
         self.manual = config.attention == "manual"
-        self.capture = False  # True: also compute the attention probabilities and keep them in self.att (lens.py)
+        # True: also compute the attention probabilities and keep them in self.att (lens.py)
+        self.capture = False
         self.att = None
         # one fused projection for query, key and value of all heads
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        if self.manual:  # the T x T lower-triangular mask; row i may look at columns <= i
-            mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
-            self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x, rope=None, kv_cache=None, layer=0, pos=None, mask=None):
         B, T, C = x.size()
-        # (B, T, 3C) -> (B, 3 nh, T, hs): the heads of query, key and value; q's and k's rotated in one go
-        qkv, nh = self.c_attn(x).view(B, T, 3 * self.n_head, C // self.n_head).transpose(1, 2), self.n_head
-        qk = qkv[:, :2 * nh] if rope is None else apply_rope(qkv[:, :2 * nh], *rope)
-        (q, k), v = qk.split(nh, dim=1), qkv[:, 2 * nh:]
+        nh = self.n_head
+        # the heads of query, key and value: (B, T, 3C) -> (B, 3 nh, T, hs)
+        qkv = self.c_attn(x).view(B, T, 3 * nh, C // nh).transpose(1, 2)
+        qk, v = qkv.split((2 * nh, nh), dim=1)
+        if rope is not None:
+            qk = apply_rope(qk, *rope)  # q's and k's heads rotated in one go
+        q, k = qk.split(nh, dim=1)
         if kv_cache is not None:
-            k, v = kv_cache.update(layer, k, v, pos)
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and q.requires_grad and k.size(2) <= 512:
-            # training under bf16 autocast on a CPU, torch's attention kernel runs slower in bf16 than in float32:
-            # the main job's step took 66 ms so, 91 ms in bf16 (2026-11-27, AVX-512 BF16; tried up to 512 positions)
-            with torch.autocast("cpu", enabled=False):
-                y = self.attend(q.float(), k.float(), v.float(), mask)
-        else:
-            y = self.attend(q, k, v, mask)
+            k, v = kv_cache.update(layer, pos, k, v)
+        y = self.attend(q, k, v, mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble the heads side by side
         return F.dropout(self.c_proj(y), self.dropout, self.training)
 
     def attend(self, q, k, v, mask=None):
-        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal (S = T), all S for
-        one query (a token through the KV cache), or as mask (T, S) allows."""
+        """Each head's weighted sum of values, (B, nh, T, hs), for T queries over S keys: causal
+        (S = T) without a mask, else as mask (T, S) allows."""
         T = q.size(2)
-        dropout_p = self.dropout if self.training else 0.0
         if self.manual or self.capture:
+            if mask is None:  # the T x T lower triangle: row i may look at columns <= i
+                mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
             # explicit scores: O(T^2) memory and FLOPs per head, the quadratic cost made visible
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            causal = mask if mask is not None else self.mask[:T, :T] if self.manual else \
-                torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-            att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
+            att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
             if self.capture:  # the probabilities themselves; the output below is the usual path's
                 self.att = att.detach()
         if self.manual:
             return F.dropout(att, self.dropout, self.training) @ v
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                              is_causal=mask is None and T > 1)
+        dropout_p = self.dropout if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal=mask is None)
 
 
 class MLP(nn.Module):
@@ -208,7 +220,8 @@ class MLP(nn.Module):
 
     def forward(self, x):
         h = self.c_fc(x)
-        return F.dropout(self.c_proj(F.gelu(h, approximate=self.approximate)), self.dropout, self.training)
+        h = F.gelu(h, approximate=self.approximate)
+        return F.dropout(self.c_proj(h), self.dropout, self.training)
 
 
 class Block(nn.Module):
@@ -227,7 +240,8 @@ class Block(nn.Module):
 
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
-    """One token per row of logits (B, V): greedy at temperature 0, else top-k and/or nucleus sampling."""
+    """One token per row of logits (B, V): greedy at temperature 0, else top-k and/or nucleus
+    sampling."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
@@ -235,13 +249,14 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
-        # keep the smallest set of most likely tokens whose probability reaches top_p
+        # Keep the fewest most likely tokens whose probability reaches top_p: drop a token where
+        # those before it already reach it. The most likely token always stays, so that top_p=0
+        # is greedy, not an error.
         sorted_logits, order = torch.sort(logits, descending=True)
         probs = sorted_logits.softmax(dim=-1)
-        drop = probs.cumsum(dim=-1) - probs >= top_p  # the tokens before this one already reach top_p
-        drop[:, 0] = False  # the most likely token always stays: top_p=0 is greedy, not an error
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+        drop = probs.cumsum(dim=-1) - probs >= top_p
+        drop[:, 0] = False
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
 
 
@@ -252,12 +267,13 @@ class GPT(nn.Module):
         self.config = config
         # nanoGPT's and Hugging Face GPT-2's layout, so state-dict keys read the same in all three:
         # transformer.wte, transformer.wpe, transformer.h.0.attn.c_attn.weight, ..., lm_head.weight
-        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(config.vocab_size, config.n_embd)))
+        wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.transformer = nn.ModuleDict(dict(wte=wte))
         if config.position == "learned":
             self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
         elif config.position == "sinusoidal":  # fixed, not learned: a buffer, not a parameter
-            table = config.sinusoidal_scale * sinusoidal_table(config.block_size, config.n_embd)
-            self.register_buffer("pos_table", table, persistent=False)
+            table = sinusoidal_table(config.block_size, config.n_embd)
+            self.register_buffer("pos_table", config.sinusoidal_scale * table, persistent=False)
         else:  # rope rotates q and k inside attention instead of adding to x
             cos, sin = rope_tables(config.block_size, config.n_embd // config.n_head)
             self.register_buffer("rope_cos", cos, persistent=False)
@@ -298,15 +314,17 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, kv_cache=None):
         B, T = idx.size()
-        pos0 = kv_cache.pos if kv_cache is not None else 0  # an int, or a tensor in a compiled step
-        if T > self.config.block_size or isinstance(pos0, int) and pos0 + T > self.config.block_size:
-            raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
-        pos, mask = torch.arange(T, device=idx.device) + pos0, None
-        if kv_cache is not None:  # each query sees the keys up to its own position: eager, the filled positions alone
-            S = kv_cache.max_len if torch.is_tensor(pos0) else pos0 + T  # (masking all took 8%), compiled the whole
-            # buffer, masked, so that its shapes never change; one token sees all it reads, a prompt at 0 is causal
-            mask = torch.arange(S, device=idx.device) <= pos[:, None] if torch.is_tensor(pos0) or 1 < T < S else None
-            kv_cache.pos = pos0 + T
+        block_size = self.config.block_size
+        if T > block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size {block_size}")
+        pos = torch.arange(T, device=idx.device)
+        mask = None  # causal
+        if kv_cache is not None:
+            # T new positions after those stored. Each query sees the whole buffer up to its own
+            # position, so that the shapes never change.
+            pos = pos + kv_cache.pos
+            mask = torch.arange(kv_cache.max_len, device=idx.device) <= pos[:, None]
+            kv_cache.pos = pos[-1] + 1
         t, rope = self.transformer, None
         x = t.wte(idx)
         if self.config.position == "learned":
@@ -327,13 +345,16 @@ class GPT(nn.Module):
 
     @staticmethod
     def loss(logits, targets):
-        """The mean next-token cross-entropy (targets of -1 ignored): a function of its own, to compile on its own."""
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        """The mean next-token cross-entropy (targets of -1 ignored): a function of its own, to
+        compile on its own."""
+        logits = logits.view(-1, logits.size(-1))
+        return F.cross_entropy(logits, targets.view(-1), ignore_index=-1)
 
     def crop_block_size(self, block_size):
         """Shrink the context, e.g. to fine-tune GPT-2 (block 1024) with a smaller one."""
         if not 0 < block_size <= self.config.block_size:
-            raise ValueError(f"can only crop block_size {self.config.block_size} to a smaller size, not {block_size}")
+            raise ValueError(f"can only crop block_size {self.config.block_size} "
+                             f"to a smaller size, not {block_size}")
         self.config.block_size = block_size
         if self.config.position == "learned":
             wpe = self.transformer.wpe
@@ -342,51 +363,58 @@ class GPT(nn.Module):
         elif self.config.position == "sinusoidal":
             self.pos_table = self.pos_table[:block_size]
         else:
-            self.rope_cos, self.rope_sin = self.rope_cos[:block_size], self.rope_sin[:block_size]
-        for block in self.transformer.h:
-            if hasattr(block.attn, "mask"):
-                block.attn.mask = block.attn.mask[:block_size, :block_size]
+            self.rope_cos = self.rope_cos[:block_size]
+            self.rope_sin = self.rope_sin[:block_size]
 
     def crop_vocab_size(self, vocab_size):
-        """Drop the ids past vocab_size, which a padded vocabulary adds (GPT-2's 50257 as 50304): never trained on,
-        so never sampled; the logits of the others are unchanged."""
+        """Drop the ids past vocab_size, which a padded vocabulary adds (GPT-2's 50257 as 50304).
+        They were never trained on, so never sampled; the logits of the others are unchanged."""
         wte, head = self.transformer.wte, self.lm_head
         wte.weight = nn.Parameter(wte.weight[:vocab_size])
-        head.weight = wte.weight if self.config.tie_weights else nn.Parameter(head.weight[:vocab_size])
-        wte.num_embeddings = head.out_features = self.config.vocab_size = vocab_size
+        head.weight = wte.weight
+        if not self.config.tie_weights:
+            head.weight = nn.Parameter(head.weight[:vocab_size])
+        wte.num_embeddings = vocab_size
+        head.out_features = vocab_size
+        self.config.vocab_size = vocab_size
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW that decays the matrices (matmul weights, embeddings) but not biases and norm gains."""
+        """AdamW that decays the matrices (matmul weights, embeddings), not biases or norm gains."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        # the fused kernel does the whole update in one pass: 1.5% faster a step than foreach at nanoGPT's CPU shape
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
+        # The fused kernel does the whole update in one pass, faster than foreach (docs/cpu.md).
+        fused = device_type in ("cuda", "cpu")
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
 
     @torch.inference_mode()
-    def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True,
-                        step=None):
-        """Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). temperature 0 is greedy. With
-        use_cache, each token sends one position through the model; without, the whole context is recomputed (the
-        reference). Past block_size the context is cropped to its last block_size tokens; every position then
-        shifts, so from there on the window is recomputed, as without the cache. step: what runs the model after
-        the prompt (a compiled copy of it): there shapes never change, and positions come as a tensor."""
-        block_size, step, cache = self.config.block_size, self if step is None else step, None
-        for _ in range(max_new_tokens):
-            if not use_cache:
-                logits, _ = self(idx[:, -block_size:])
-            elif idx.size(1) > block_size:  # the window has moved: every position shifts, so the whole window again,
-                logits, _ = step(idx[:, -block_size:].clone(memory_format=torch.contiguous_format))  # of fixed strides
-            elif cache is None:  # first step: prefill the cache with the prompt
-                cache = KVCache(self.config.n_layer, block_size)
-                logits, _ = self(idx, kv_cache=cache)
-                cache.pos = torch.tensor(cache.pos, device=idx.device) if step is not self else cache.pos
-            else:  # one position through the cache
-                logits, _ = step(next_token, kv_cache=cache)
-            next_token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
-            idx = torch.cat((idx, next_token), dim=1)
-            yield next_token
+    def generate_tokens(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                        use_cache=True, step=None):
+        """Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T); temperature 0 is
+        greedy. With use_cache each token sends one position through the model; without, the whole
+        context is recomputed (the reference). Past block_size the context is cropped to its last
+        block_size tokens; every position then shifts, so from there on the window is recomputed,
+        as without the cache. step runs the model after the prompt (a compiled copy of it), in
+        shapes that never change."""
+        block_size = self.config.block_size
+        step = self if step is None else step
+        cache = KVCache(self.config.n_layer, block_size) if use_cache else None
+        logits, _ = self(idx[:, -block_size:], kv_cache=cache)  # the prompt, stored in the cache
+        for n in range(1, max_new_tokens + 1):
+            token = sample_next(logits[:, -1, :], temperature, top_k, top_p)
+            yield token
+            idx = torch.cat((idx, token), dim=1)
+            if n == max_new_tokens:
+                break
+            if cache is not None and idx.size(1) <= block_size:
+                logits, _ = step(token, kv_cache=cache)  # one new position through the cache
+            else:  # the whole window, copied so that its strides never change
+                window = idx[:, -block_size:].clone(memory_format=torch.contiguous_format)
+                logits, _ = step(window)
 
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True):
-        """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval() first."""
-        return torch.cat([idx, *self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache)], dim=1)
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                 use_cache=True):
+        """The prompt idx (B, T) followed by max_new_tokens generated tokens. Call model.eval()
+        first."""
+        tokens = self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, use_cache)
+        return torch.cat([idx, *tokens], dim=1)

@@ -20,6 +20,7 @@ import sys
 import time
 
 from device import autocast, check_fits, compiling, peak_flops, resolve_device  # before torch: OpenMP's setting
+from device import cpu_attention_in_float32
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -264,6 +265,7 @@ def main():
     model = parallel.wrap(raw_model, device, fsdp, compiled, dtype, fsdp_sync_once)  # FSDP shards raw_model in place
     torch.manual_seed(seed + rank)
     ctx = autocast(device_type, dtype)
+    cpu_attention_in_float32(raw_model, device_type, dtype)  # device.py says why
     opt = (configure_muon(raw_model, weight_decay, learning_rate, (beta1, beta2), device_type, muon_lr, muon_momentum,
                           muon_weight_decay, muon_ns_steps) if optimizer == "muon" else
            raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type))

@@ -87,3 +87,32 @@ def test_on_a_gpu_only_what_surely_cannot_fit_is_refused(monkeypatch, capsys):
     monkeypatch.setattr(device, "memory_available", lambda kind: 4 * 2**30)
     with pytest.raises(ConfigError):
         device.check_fits(cost, "cuda")
+
+
+def test_cpu_bf16_attention_runs_in_float32_with_the_same_logits(monkeypatch):
+    """Under CPU bf16 autocast, cpu_attention_in_float32 hands attention float32 q, k and v; the logits stay
+    those of bf16 attention within bf16's precision. On other devices or dtypes nothing changes."""
+    from model import GPT, GPTConfig, CausalSelfAttention
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=16, vocab_size=50, n_layer=2, n_head=2, n_embd=32))
+    idx = torch.randint(0, 50, (2, 16))
+    seen, attend = [], CausalSelfAttention.attend
+    monkeypatch.setattr(CausalSelfAttention, "attend",
+                        lambda self, q, k, v, mask=None: seen.append(q.dtype) or attend(self, q, k, v, mask))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        before = model(idx, idx)[0].float()
+        device.cpu_attention_in_float32(model, "cuda", "bfloat16")
+        device.cpu_attention_in_float32(model, "cpu", "float32")
+        unchanged = model(idx, idx)[0].float()
+        assert seen == [torch.bfloat16] * 4 and unchanged.equal(before)
+        seen.clear()
+        device.cpu_attention_in_float32(model, "cpu", "bfloat16")
+        after = model(idx, idx)[0].float()
+    assert seen == [torch.float32] * 2
+    torch.testing.assert_close(after, before, atol=0.05, rtol=0.05)
+    after.sum().backward()  # training goes through it too
+    assert model.lm_head.weight.grad is not None
+    torch._dynamo.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # and train.py --compile=true still gets one graph
+        explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons

@@ -107,8 +107,9 @@ def test_capture_with_a_kv_cache_gives_the_rows_of_the_new_tokens():
     with torch.no_grad(), lens.capture_attention(model) as attns:
         model(ids[:, :20], kv_cache=cache)
         model(ids[:, 20:30], kv_cache=cache)
-        chunk = torch.stack([a.att[0] for a in attns])  # (L, H, 10, 30): the positions stored, none past them
-    torch.testing.assert_close(chunk, whole[:, :, 20:30, :30], atol=1e-5, rtol=1e-4)
+        chunk = torch.stack([a.att[0] for a in attns])  # (L, H, 10, block_size): the cache's whole buffer
+    torch.testing.assert_close(chunk[..., :30], whole[:, :, 20:30, :30], atol=1e-5, rtol=1e-4)
+    assert (chunk[..., 30:] == 0).all()  # no weight on a position not yet stored
 
 
 # ----------------------------------------------------------------------------- the logit lens
