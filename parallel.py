@@ -18,13 +18,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils._pytree import tree_map
 
-_flags = None  # a gloo group: the processes agree on a stop on the host, waiting on no GPU
-_sync_once = False  # FSDP: reduce-scatter the gradients on an iteration's last micro-batch only
-
 
 def start(device, device_type, backend="auto", num_threads=0):
-    """(rank, processes, processes on this machine): torchrun's, its process group started, else (0, 1, 1)."""
-    global _flags
+    """(rank, processes, processes on this machine): torchrun's, its process group started, else
+    (0, 1, 1)."""
     world, local = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     if "RANK" in os.environ:
         backend = ("nccl" if device_type == "cuda" else "gloo") if backend == "auto" else backend
@@ -34,16 +31,17 @@ def start(device, device_type, backend="auto", num_threads=0):
         store = dist.PrefixStore(f"attempt{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)}/", store)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                 device_id=torch.device(device) if device_type == "cuda" else None)
-        _flags = dist.new_group(backend="gloo")
-    if num_threads or world > 1 and device_type == "cpu":  # torchrun gives each process 1 thread: share out the cores
+    # torchrun gives each process 1 thread: on a CPU the processes share out the cores
+    if num_threads or (world > 1 and device_type == "cpu"):
         torch.set_num_threads(num_threads or max(1, len(os.sched_getaffinity(0)) // local))
     return int(os.environ.get("RANK", 0)), world, local
 
 
 def wrap(model, device, fsdp=False, compiled=False, dtype="float32", sync_once=False):
-    """The model on device as the processes train it, compiled or not: itself alone; a DDP replica; or FSDP shards,
-    block by block, then the rest (fully_shard moves each shard to the device: the whole model is never there)."""
-    global _sync_once
+    """The model on device as the processes train it, compiled or not: itself alone; a DDP replica;
+    or FSDP shards, block by block, then the rest (fully_shard moves each shard to the device: the
+    whole model is never there). sync_once: FSDP reduce-scatters the gradients on an iteration's last
+    micro-batch only (no_sync)."""
     if not (fsdp and dist.is_initialized()):  # one process, or DDP: compiled whole
         if compiled:
             model.compile()  # in place: the weights keep their names
@@ -53,8 +51,10 @@ def wrap(model, device, fsdp=False, compiled=False, dtype="float32", sync_once=F
     # as torchtitan: each block gathered in the compute dtype, its gradients reduced in float32; and compiled before
     # it is sharded, with the loss on its own (FSDP's hooks stay out of the graphs). The rest (embedding, head, final
     # norm) stays float32, so the residual stream does, as in one process under autocast
-    mesh, _sync_once = init_device_mesh(torch.device(device).type, (dist.get_world_size(),)), sync_once
-    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32, cast_forward_inputs=False)
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32,
+                                  cast_forward_inputs=False)
+    model.sync_once = sync_once
     for block in model.transformer.h:
         if compiled:
             block.compile()
@@ -76,7 +76,7 @@ def no_sync(model, sync):
     """DDP averages the gradients across processes on an iteration's last micro-batch only; FSDP reduces each
     micro-batch's into the shards, so that no process ever holds a whole gradient, unless told to sync once
     (train.py --fsdp_sync_once: one reduce-scatter an iteration for 4 bytes a parameter of whole gradients)."""
-    if _sync_once and hasattr(model, "set_requires_gradient_sync"):
+    if getattr(model, "sync_once", False):
         model.set_requires_gradient_sync(sync)
     return model.no_sync() if isinstance(model, DDP) and not sync else nullcontext()
 
@@ -89,14 +89,29 @@ def grad_scaler(device_type, dtype, fsdp):
     return (ShardedGradScaler if sharded else torch.amp.GradScaler)(device_type, enabled=dtype == "float16")
 
 
-def agree(stop, seconds):
-    """(whether any process was asked to stop, the most training seconds any has counted): the processes leave the
-    loop together and decay the lr alike. One collective on the host (gloo), so nothing waits on a GPU."""
-    if _flags is None:
+def host_group():
+    """A gloo group of the processes, on which they agree (agree) on the host, waiting on no GPU;
+    None alone."""
+    return dist.new_group(backend="gloo") if dist.is_initialized() else None
+
+
+def agree(stop, seconds, group):
+    """(whether any process was asked to stop, the most training seconds any has counted): the
+    processes stop together and decay the lr alike. Alone (group None): as given."""
+    if group is None:
         return stop, seconds
     t = torch.tensor([float(stop), seconds], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_flags)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return t[0].item() > 0, t[1].item()
+
+
+def my_batches(n):
+    """The eval batches, of n, that this process computes, each with its weight in the mean. Every
+    process computes as many (FSDP's gathers are collectives): those past n weigh 0. Alone: all n,
+    each weighing 1."""
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    return [(k % n, float(k < n)) for k in range(rank, -(-n // world) * world, world)]
 
 
 def mean(t):
@@ -105,6 +120,13 @@ def mean(t):
         dist.all_reduce(t)
         t = t / dist.get_world_size()
     return t
+
+
+def means(stats):
+    """{name: a number}: stats, tensors the step made, averaged over the processes. The loop's one
+    wait on the GPU."""
+    values = mean(torch.stack(list(stats.values()))).tolist()
+    return dict(zip(stats, values))
 
 
 def whole(t):
