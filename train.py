@@ -191,6 +191,15 @@ def get_windows(data, starts, block_size, device):
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
+def check_memory(shape, c, world_size, local_procs, device_type):
+    """A one-line ConfigError where a model of shape cannot train here (device.check_fits), by
+    sizing.py's arithmetic: activations in float32, as a CPU's bfloat16 runs peaked as high."""
+    shards = world_size if c.fsdp else 1
+    state = memory_bytes(shape, optimizer=c.optimizer, shards=shards)["train_state"]
+    need = training_bytes(shape, c.batch_size, c.optimizer, shards)
+    check_fits({"training_bytes": need, "train_state": state}, device_type, local_procs)
+
+
 def init_model(c, meta, ckpt, shape):
     """The model init_from names (from scratch: of shape), on the CPU (c: the config); any failure
     is a one-line ConfigError."""
@@ -253,17 +262,18 @@ def main():
         starts = np.linspace(0, len(data) - c.block_size - 1, c.eval_iters * c.batch_size)
         eval_starts[split] = starts.round().astype(np.int64).reshape(c.eval_iters, c.batch_size)
 
-    # memory: a run that cannot fit is refused before anything is allocated (sizing.py's
-    # arithmetic; activations in float32, as a CPU's bfloat16 runs peaked)
+    # model: a run that cannot fit is refused before anything is allocated; GPT-2's weights have
+    # a shape of their own, checked once they are loaded
     model_keys = {k: config[k] for k in MODEL_KEYS}
     shape = GPTConfig(vocab_size=padded_vocab(meta), dropout=c.dropout, **model_keys)
-    shards = world_size if c.fsdp else 1
-    cost = {"training_bytes": training_bytes(shape, c.batch_size, c.optimizer, shards),
-            "train_state": memory_bytes(shape, optimizer=c.optimizer, shards=shards)["train_state"]}
-    check_fits(cost, device_type, local_procs)
-
-    # model and optimizer
+    pretrained = c.init_from not in ("scratch", "resume")
+    if not pretrained:
+        check_memory(shape, c, world_size, local_procs, device_type)
     raw_model = init_model(c, meta, ckpt, shape)
+    if pretrained:
+        check_memory(raw_model.config, c, world_size, local_procs, device_type)
+
+    # optimizer, and the model as the processes train it
     compiled = c.compile == "true" or (c.compile == "auto" and device_type == "cuda")
     # FSDP shards raw_model in place; DDP wraps it
     model = parallel.wrap(raw_model, c.device, c.fsdp, compiled, c.dtype, c.fsdp_sync_once)
@@ -306,7 +316,7 @@ def main():
     log = RunLog(c.out_dir, resumed, meta, wandb=wandb if c.wandb_log and master else None)
     start_iter = iter_num
     peak = peak_flops(device_type, c.dtype) if device_type == "cuda" else None  # MFU: docs/cpu.md
-    flops_per_iter = flops_per_token(shape, c.block_size) * tokens_per_iter
+    flops_per_iter = flops_per_token(raw_model.config, c.block_size) * tokens_per_iter
 
     def say(message):  # a closed stdout (| head) costs nothing: the run trains on, logged
         if master:
@@ -478,7 +488,7 @@ def main():
             f"--out_dir={c.out_dir}")
     elif stopped:
         say("stopped before the first iteration: nothing trained, nothing saved")
-    elif not c.eval_only:
+    elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {c.out_dir}")
     log.close()
     records = read_log(os.path.join(c.out_dir, "log.jsonl")) if master and log.file else []

@@ -454,8 +454,11 @@ def wait_for(proc, text, timeout=120):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_run_saves_the_last_complete_iteration(signum, tmp_path, data_dir):
+    """The stop is taken between iterations: ckpt.pt holds the state after the last logged one, and a resume from it
+    (dropout on: the random state counts too) logs the losses of a run never stopped."""
     out = tmp_path / "out"
-    proc = start(train_cmd(data_dir, out, "--max_iters=1000000", "--eval_interval=1000000", "--max_seconds=0"))
+    args = ["--eval_interval=1000000", "--max_seconds=0", "--dropout=0.1"]
+    proc = start(train_cmd(data_dir, out, "--max_iters=1000000", *args))
     wait_for(proc, "iter 5:")
     t = time.time()
     proc.send_signal(signum)
@@ -466,6 +469,11 @@ def test_a_signal_mid_run_saves_the_last_complete_iteration(signum, tmp_path, da
     ckpt = load_checkpoint(out / "ckpt.pt")
     logged = [i for i, _ in steps(out)]
     assert ckpt["iter_num"] == logged[-1] + 1  # the state after the last complete (logged) iteration
+    if signum == signal.SIGINT:
+        n = f"--max_iters={ckpt['iter_num'] + 3}"
+        assert run_script("train.py", "--init_from=resume", f"--out_dir={out}", n).returncode == 0
+        assert run_train(n, *args, data=data_dir, out=tmp_path / "straight").returncode == 0
+        assert steps(out) == steps(tmp_path / "straight")
 
 
 def test_a_stop_during_a_long_eval_is_honoured_within_seconds(tmp_path, data_dir):
@@ -480,6 +488,7 @@ def test_a_stop_during_a_long_eval_is_honoured_within_seconds(tmp_path, data_dir
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and time.time() - t < 10, stderr
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 3
+    assert [i for i, _ in evals(out)] == [0, 2]  # the eval a stop cut short is not logged
 
 
 def test_a_stop_before_the_first_iteration_saves_nothing(tmp_path, data_dir):
