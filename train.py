@@ -481,7 +481,7 @@ def main():
             say(f"iter {iter_num}: {numbers}, {speed}")
         iter_num += 1
 
-    # the end: a stop saves the last complete iteration; a finished run draws its log
+    # the end: a stop saves the last complete iteration; a run that ends draws its log
     if stopped and iter_num > start_iter:
         save("ckpt.pt")
         say(f"saved {c.out_dir}/ckpt.pt at iter {iter_num}; continue with --init_from=resume "
@@ -491,9 +491,11 @@ def main():
     elif iter_num > start_iter:
         say(f"done: iter {iter_num}, best val loss {best_val_loss:.4f}, checkpoints in {c.out_dir}")
     log.close()
-    records = read_log(os.path.join(c.out_dir, "log.jsonl")) if master and log.file else []
-    if records and not plot_losses(records, os.path.join(c.out_dir, "loss.png"), title=c.out_dir):
-        say("no loss.png: drawing it needs matplotlib (pip install matplotlib)")
+    # a stop is not kept waiting on the second or so that matplotlib takes to draw loss.png
+    if master and log.file is not None and not stopped:
+        records = read_log(os.path.join(c.out_dir, "log.jsonl"))
+        if not plot_losses(records, os.path.join(c.out_dir, "loss.png"), title=c.out_dir):
+            say("no loss.png: drawing it needs matplotlib (pip install matplotlib)")
     model = raw_model = opt = None  # let go of before the process group goes (parallel.end)
     parallel.end()
     if stopped:
