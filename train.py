@@ -119,35 +119,36 @@ def get_lr(it, done, c):
     return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * done)) * (c.learning_rate - c.min_lr)
 
 
-def check_config(c):
-    """The values configurator cannot check by type alone (c: the config). Raises ConfigError."""
+def check_config(config):
+    """The values configurator cannot check by type alone. Raises ConfigError."""
     at_least_1 = ("batch_size", "block_size", "gradient_accumulation_steps", "eval_interval",
                   "eval_iters", "log_interval")
     at_least_0 = ("max_iters", "max_seconds", "learning_rate", "min_lr", "weight_decay",
                   "grad_clip", "warmup_iters", "lr_decay_iters", "muon_lr", "muon_weight_decay")
     decays = ("beta1", "beta2", "muon_momentum")  # 1 would never forget
     for keys, low, high in ((at_least_1, 1, math.inf), (at_least_0, 0, math.inf), (decays, 0, 1)):
-        for key in (k for k in keys if not low <= c[k] < high):  # (nan fails too)
-            raise ConfigError(f"{key} must be in [{low}, {high}), got {c[key]}")
-    c["compile"] = str(c["compile"]).lower()  # a config file's True, --compile=False
+        for key in (k for k in keys if not low <= config[k] < high):  # (nan fails too)
+            raise ConfigError(f"{key} must be in [{low}, {high}), got {config[key]}")
+    config["compile"] = str(config["compile"]).lower()  # a config file's True, --compile=False
     choices = {"optimizer": ("adamw", "muon"), "compile": ("auto", "true", "false")}
     for key, allowed in choices.items():
-        if c[key] not in allowed:
-            raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {c[key]!r}")
-    if c["fsdp"] and c["optimizer"] == "muon":
+        if config[key] not in allowed:
+            raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {config[key]!r}")
+    if config["fsdp"] and config["optimizer"] == "muon":
         raise ConfigError("optimizer=muon orthogonalises whole matrices, which fsdp splits over "
                           "the processes: use optimizer=adamw with fsdp")
     try:  # the model's shape: GPTConfig checks it
-        GPTConfig(dropout=c["dropout"], **{k: c[k] for k in MODEL_KEYS})
+        GPTConfig(dropout=config["dropout"], **{k: config[k] for k in MODEL_KEYS})
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    if c["eval_only"] and c["init_from"] == "scratch":
+    if config["eval_only"] and config["init_from"] == "scratch":
         raise ConfigError("eval_only evaluates a trained model: add --init_from=resume or gpt2")
     world = int(os.environ.get("WORLD_SIZE", 1))
-    if c["gradient_accumulation_steps"] % world:
-        raise ConfigError(f"gradient_accumulation_steps={c['gradient_accumulation_steps']} must be "
-                          f"divisible by the number of processes ({world}): e.g. double it and "
-                          "halve --batch_size, the same batch")
+    accum = config["gradient_accumulation_steps"]
+    if accum % world:
+        raise ConfigError(f"gradient_accumulation_steps={accum} must be divisible by the number of "
+                          f"processes ({world}): e.g. double it and halve --batch_size, the same "
+                          "batch")
 
 
 def load_data(c, rank):
@@ -219,8 +220,8 @@ def init_model(c, meta, ckpt, shape):
         raise ConfigError(f"the dataset's vocab_size {meta['vocab_size']} is not the model's "
                           f"{vocab}")
     folder = c.out_dir if c.init_from == "resume" else c.init_from
-    trained_on = os.path.isfile(os.path.join(folder, "meta.json")) and read_meta(folder)
-    if trained_on and not same_tokenizer(trained_on, meta):
+    has_meta = os.path.isfile(os.path.join(folder, "meta.json"))
+    if has_meta and not same_tokenizer(read_meta(folder), meta):
         raise ConfigError(f"{c.data_dir} is not the tokenizer {folder}'s model was trained with")
     return model
 
