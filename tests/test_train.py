@@ -452,7 +452,7 @@ def wait_for(proc, text, timeout=120):
     raise AssertionError(f"no {text!r} in {lines}")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_signal_mid_run_saves_the_last_complete_iteration(signum, tmp_path, data_dir):
     """The stop is taken between iterations: ckpt.pt holds the state after the last logged one, and a resume from it
     (dropout on: the random state counts too) logs the losses of a run never stopped."""
@@ -489,6 +489,26 @@ def test_a_stop_during_a_long_eval_is_honoured_within_seconds(tmp_path, data_dir
     assert proc.returncode == 130 and time.time() - t < 10, stderr
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 3
     assert [i for i, _ in evals(out)] == [0, 2]  # the eval a stop cut short is not logged
+
+
+@pytest.mark.slow
+def test_ctrl_c_twice_quits_at_once_leaving_the_last_checkpoint(tmp_path, data_dir):
+    """A stop waits for the iteration under way to end; the same signal again (after 0.5 s) does not: the run ends
+    at once, 130, and ckpt.pt stays as last saved. Here an iteration of 20,000 micro-batches, a minute or so."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", data=data_dir, out=out).returncode == 0
+    saved = (out / "ckpt.pt").read_bytes()
+    proc = start(train_cmd(data_dir, out, "--init_from=resume", "--max_iters=100",
+                           "--gradient_accumulation_steps=20000"))
+    wait_for(proc, "resume at iter 2")
+    time.sleep(1)  # in the long iteration
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    t = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.time() - t < 10, stderr
+    assert (out / "ckpt.pt").read_bytes() == saved
 
 
 def test_a_stop_before_the_first_iteration_saves_nothing(tmp_path, data_dir):
