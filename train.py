@@ -452,8 +452,10 @@ def main():
                     say(f"the val loss has not improved on {best_val_loss:.4f} for 3 evals (train "
                         f"loss now {losses['train']:.4f}): overfitting; best.pt keeps the best "
                         "(docs/training.md)")
-                if improved or c.always_save_checkpoint:
-                    save("ckpt.pt", *["best.pt"] * improved)
+                if improved:
+                    save("ckpt.pt", "best.pt")
+                elif c.always_save_checkpoint:
+                    save("ckpt.pt")
         if last:
             break
 
