@@ -351,3 +351,49 @@ def load_model(init_from="resume", out_dir="out", ckpt="", meta=""):
     if vocab_size == padded_vocab(tokens) > tokens["vocab_size"]:
         model.crop_vocab_size(tokens["vocab_size"])
     return model.eval(), tokens, f"{loaded}, tokenizer from {meta_from}"
+
+
+# The config keys that shape the model (GPTConfig's): a resume cannot change them.
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "norm", "position", "attention",
+              "activation", "tie_weights")
+
+
+def adopt_checkpoint(config, given):
+    """train.py --init_from=resume: the run in out_dir is its own config. Every key comes from its
+    ckpt.pt but those given in a config file or on the command line (given); a given model key or
+    optimizer that differs is an error, any other is named once (a new max_iters is how a run is
+    extended). Returns (config, ckpt)."""
+    path = os.path.join(config["out_dir"], "ckpt.pt")
+    # mmap: the processes of a machine share one copy, the file's pages
+    ckpt = load_checkpoint(path, mmap=True)
+    skip = ["init_from", "out_dir", "eval_only"]
+    if is_nanogpt(ckpt):  # its device keys were its own GPU's
+        skip += ["device", "dtype", "compile", "backend"]
+    run = {"optimizer": "adamw"}  # runs from before Muon have no optimizer key
+    run.update(ckpt.get("config") or {})
+    run.update(vars(GPTConfig()))  # model keys older runs lack take their defaults
+    run.update(current_model_args(ckpt))
+    run = {k: v for k, v in run.items() if k in config and k not in skip}
+    # sdpa and manual attention compute the same function of the same weights
+    differ = [k for k in given if k in run and k != "attention" and config[k] != run[k]]
+    # the weights and the optimizer state would not fit another model or optimizer
+    clash = [f"{k}={config[k]!r} ({given[k]}) but the run has {run[k]!r}"
+             for k in differ if k in MODEL_KEYS + ("optimizer",)]
+    if clash:
+        raise ConfigError(f"resume {path}: {'; '.join(clash)}")
+    if differ and os.environ.get("RANK", "0") == "0":
+        changes = [f"{k}={config[k]!r} (the run's {run[k]!r})" for k in differ]
+        print(f"resuming {path} with {', '.join(changes)}")
+    adopted = {k: v for k, v in run.items() if k not in given}
+    return {**config, **adopted, "init_from": "resume"}, ckpt
+
+
+def restarted(out_dir):
+    """True in a process torchrun restarted (a worker died; --max-restarts) once this job's run has
+    saved ckpt.pt: it picks that run up, not an earlier run's checkpoint in out_dir, nor starts it
+    over."""
+    path = os.path.join(out_dir, "ckpt.pt")
+    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0 or not os.path.isfile(path):
+        return False
+    saved_by = load_checkpoint(path, mmap=True).get("torchrun_id")
+    return saved_by == os.environ.get("TORCHELASTIC_RUN_ID")

@@ -123,23 +123,6 @@ def test_a_model_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir
     assert "GiB" in line and time.time() - t < 20
 
 
-def test_a_fork_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir, monkeypatch):
-    """The memory check counts the model as built: a fork's 40x MLP that a machine cannot hold is refused (one line,
-    nothing written), though sizing.py's 4x formula says it would fit; the model as shipped trains there."""
-    import device
-    from sizing import built_costs
-    from test_sizing import mlp_of_width
-    from model import GPTConfig
-    shape = ["--n_layer=4", "--n_embd=256", "--n_head=4", "--block_size=16", "--batch_size=4"]
-    config = GPTConfig(block_size=16, vocab_size=VOCAB, n_layer=4, n_head=4, n_embd=256)
-    room = 2 * built_costs(config, 4)["training_bytes"]  # twice what the model as shipped needs
-    monkeypatch.setattr(device, "memory_available", lambda kind: room)
-    assert run_train("--max_iters=1", *shape, data=data_dir, out=tmp_path / "as_shipped").returncode == 0
-    mlp_of_width(monkeypatch, 40)
-    assert "GiB" in assert_one_line_error(run_train("--max_iters=1", *shape, data=data_dir, out=tmp_path / "fork"))
-    assert not (tmp_path / "fork").exists()
-
-
 def test_every_config_file_is_valid():
     from configurator import configure
     import train
@@ -214,11 +197,12 @@ def test_a_gpt2_bpe_model_from_scratch_has_a_padded_vocabulary_no_tool_samples(t
     tokenizer.gpt2_encoding.cache_clear()
 
 
-def test_the_log_reports_mfu(tmp_path, data_dir):
-    """nanoGPT's MFU, here against the matmul peak measured on this CPU: a fraction, and in the iteration line."""
+def test_a_cpu_run_logs_no_mfu(tmp_path, data_dir):
+    """MFU needs a peak that means the same in every run: a GPU's datasheet has one, a CPU's shared cores do not
+    (bench.py measures it on purpose), so a CPU run prints and logs none."""
     result = run_train("--max_iters=3", data=data_dir, out=tmp_path / "out")
-    assert result.returncode == 0 and ", mfu " in result.stdout
-    assert all(0 < r["mfu"] < 1 for r in read_log(tmp_path / "out" / "log.jsonl") if "loss" in r)
+    assert result.returncode == 0 and "iter 2:" in result.stdout and ", mfu " not in result.stdout
+    assert all(r.get("mfu") is None for r in read_log(tmp_path / "out" / "log.jsonl"))
 
 
 def test_bench_race_reads_train_pys_lines(tmp_path, data_dir):
@@ -312,7 +296,7 @@ def test_a_new_run_moves_the_earlier_one_aside(tmp_path, data_dir):
 
 def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path, data_dir):
     """While a run holds out_dir (its lock, taken here as a run would), another run there is one line, exit 2,
-    and moves nothing aside."""
+    and moves nothing aside; it is refused before it reads any data (here: a dataset that is not there)."""
     import fcntl
     out = tmp_path / "out"
     assert run_train("--max_iters=2", data=data_dir, out=out).returncode == 0
@@ -321,6 +305,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path, data_dir):
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
         assert_one_line_error(run_train("--max_iters=2", data=data_dir, out=out))
+        assert str(out) in assert_one_line_error(run_train("--max_iters=2", data=tmp_path / "nowhere", out=out))
     finally:
         os.close(fd)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -400,16 +385,17 @@ def test_a_run_that_overfits_says_so_once(tmp_path):
 
 
 def test_lr_schedule():
-    import train
-    train.decay_lr, train.learning_rate, train.min_lr, train.warmup_iters, train.lr_decay_iters = True, 1.0, 0.1, 10, 110
-    train.max_seconds = 0.0
-    lrs = [train.get_lr(i, train.progress(i)) for i in range(200)]
+    from types import SimpleNamespace
+    from train import get_lr, progress
+    c = SimpleNamespace(decay_lr=True, learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110,
+                        max_iters=600000, max_seconds=0.0)
+    lrs = [get_lr(i, progress(i, 0.0, c), c) for i in range(200)]
     assert lrs[0] < lrs[9] < 1.0 and lrs[10] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[110] == pytest.approx(0.1) == lrs[199]
-    train.max_seconds = 100.0  # half the budget spent: half-way down the cosine at least
-    assert train.get_lr(20, train.progress(20, trained=50.0)) == pytest.approx(0.55)
-    train.max_seconds, train.lr_decay_iters, train.max_iters = 0.0, 0, 110  # 0: the decay follows max_iters
-    assert [train.get_lr(i, train.progress(i)) for i in range(200)] == lrs
+    c.max_seconds = 100.0  # half the budget spent: half-way down the cosine at least
+    assert get_lr(20, progress(20, 50.0, c), c) == pytest.approx(0.55)
+    c.max_seconds, c.lr_decay_iters, c.max_iters = 0.0, 0, 110  # 0: the decay follows max_iters
+    assert [get_lr(i, progress(i, 0.0, c), c) for i in range(200)] == lrs
 
 
 @pytest.mark.parametrize("limit", ["--max_iters", "--max_seconds"])
@@ -466,10 +452,13 @@ def wait_for(proc, text, timeout=120):
     raise AssertionError(f"no {text!r} in {lines}")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_signal_mid_run_saves_the_last_complete_iteration(signum, tmp_path, data_dir):
+    """The stop is taken between iterations: ckpt.pt holds the state after the last logged one, and a resume from it
+    (dropout on: the random state counts too) logs the losses of a run never stopped."""
     out = tmp_path / "out"
-    proc = start(train_cmd(data_dir, out, "--max_iters=1000000", "--eval_interval=1000000", "--max_seconds=0"))
+    args = ["--eval_interval=1000000", "--max_seconds=0", "--dropout=0.1"]
+    proc = start(train_cmd(data_dir, out, "--max_iters=1000000", *args))
     wait_for(proc, "iter 5:")
     t = time.time()
     proc.send_signal(signum)
@@ -480,6 +469,11 @@ def test_a_signal_mid_run_saves_the_last_complete_iteration(signum, tmp_path, da
     ckpt = load_checkpoint(out / "ckpt.pt")
     logged = [i for i, _ in steps(out)]
     assert ckpt["iter_num"] == logged[-1] + 1  # the state after the last complete (logged) iteration
+    if signum == signal.SIGINT:
+        n = f"--max_iters={ckpt['iter_num'] + 3}"
+        assert run_script("train.py", "--init_from=resume", f"--out_dir={out}", n).returncode == 0
+        assert run_train(n, *args, data=data_dir, out=tmp_path / "straight").returncode == 0
+        assert steps(out) == steps(tmp_path / "straight")
 
 
 def test_a_stop_during_a_long_eval_is_honoured_within_seconds(tmp_path, data_dir):
@@ -494,6 +488,27 @@ def test_a_stop_during_a_long_eval_is_honoured_within_seconds(tmp_path, data_dir
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and time.time() - t < 10, stderr
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 3
+    assert [i for i, _ in evals(out)] == [0, 2]  # the eval a stop cut short is not logged
+
+
+@pytest.mark.slow
+def test_ctrl_c_twice_quits_at_once_leaving_the_last_checkpoint(tmp_path, data_dir):
+    """A stop waits for the iteration under way to end; the same signal again (after 0.5 s) does not: the run ends
+    at once, 130, and ckpt.pt stays as last saved. Here an iteration of 20,000 micro-batches, a minute or so."""
+    out = tmp_path / "out"
+    assert run_train("--max_iters=2", data=data_dir, out=out).returncode == 0
+    saved = (out / "ckpt.pt").read_bytes()
+    proc = start(train_cmd(data_dir, out, "--init_from=resume", "--max_iters=100",
+                           "--gradient_accumulation_steps=20000"))
+    wait_for(proc, "resume at iter 2")
+    time.sleep(1)  # in the long iteration
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    t = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.time() - t < 10, stderr
+    assert (out / "ckpt.pt").read_bytes() == saved
 
 
 def test_a_stop_before_the_first_iteration_saves_nothing(tmp_path, data_dir):
