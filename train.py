@@ -35,7 +35,8 @@ from configurator import ConfigError, config_keys, configure, did_you_mean, run,
 from model import GPT, GPTConfig
 from muon import configure_muon
 from rundir import RunLog, check_writable, lock, plot_losses, read_log
-from sizing import flops_per_token, memory_bytes, training_bytes
+from sizing import (flops_per_token, instantiated_params, memory_bytes, param_counts,
+                    training_bytes)
 from stopping import Stopper
 from tokenizer import find_meta, padded_vocab, read_bin, read_meta, same_tokenizer
 
@@ -195,10 +196,14 @@ def get_windows(data, starts, block_size, device):
 
 def check_memory(shape, c, world_size, local_procs, device_type):
     """A one-line ConfigError where a model of shape cannot train here (device.check_fits), by
-    sizing.py's arithmetic: activations in float32, as a CPU's bfloat16 runs peaked as high."""
+    sizing.py's arithmetic: activations in float32, as a CPU's bfloat16 runs peaked as high. The
+    training state scales with the parameters model.py builds, counted on the meta device, so a
+    fork's wider model is checked as it is."""
     shards = world_size if c.fsdp else 1
     state = memory_bytes(shape, optimizer=c.optimizer, shards=shards)["train_state"]
-    need = training_bytes(shape, c.batch_size, c.optimizer, shards)
+    built = instantiated_params(shape) or param_counts(shape)["total"]
+    state = state * built // param_counts(shape)["total"]
+    need = training_bytes(shape, c.batch_size, c.optimizer, shards, state=state)
     check_fits({"training_bytes": need, "train_state": state}, device_type, local_procs)
 
 

@@ -123,6 +123,24 @@ def test_a_model_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir
     assert "GiB" in line and time.time() - t < 20
 
 
+def test_a_fork_that_cannot_fit_is_refused_before_allocating(tmp_path, data_dir, monkeypatch):
+    """The memory check counts the parameters model.py builds: a fork's 40x MLP that a machine cannot hold is
+    refused (one line, nothing written), though sizing.py's 4x formula says it would fit; the model as shipped
+    trains there."""
+    import device
+    from sizing import training_bytes
+    from test_sizing import mlp_of_width
+    from model import GPTConfig
+    shape = ["--n_layer=4", "--n_embd=256", "--n_head=4", "--block_size=16", "--batch_size=4"]
+    config = GPTConfig(block_size=16, vocab_size=VOCAB, n_layer=4, n_head=4, n_embd=256)
+    room = 2 * training_bytes(config, 4)  # twice what the model as shipped needs
+    monkeypatch.setattr(device, "memory_available", lambda kind: room)
+    assert run_train("--max_iters=1", *shape, data=data_dir, out=tmp_path / "as_shipped").returncode == 0
+    mlp_of_width(monkeypatch, 40)
+    assert "GiB" in assert_one_line_error(run_train("--max_iters=1", *shape, data=data_dir, out=tmp_path / "fork"))
+    assert not (tmp_path / "fork").exists()
+
+
 def test_every_config_file_is_valid():
     from configurator import configure
     import train
