@@ -201,8 +201,8 @@ def check_memory(shape, c, world_size, local_procs, device_type):
     fork's wider model is checked as it is."""
     shards = world_size if c.fsdp else 1
     state = memory_bytes(shape, optimizer=c.optimizer, shards=shards)["train_state"]
-    built = instantiated_params(shape) or param_counts(shape)["total"]
-    state = state * built // param_counts(shape)["total"]
+    paper = param_counts(shape)["total"]
+    state = state * (instantiated_params(shape) or paper) // paper
     need = training_bytes(shape, c.batch_size, c.optimizer, shards, state=state)
     check_fits({"training_bytes": need, "train_state": state}, device_type, local_procs)
 
