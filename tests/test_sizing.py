@@ -294,7 +294,7 @@ def test_training_bytes_is_within_10_percent_of_the_measured_peak(tmp_path):
         config = GPTConfig(block_size=64, vocab_size=65, bias=False, norm="rmsnorm", position="rope",
                            **{k: v for k, v in shape.items() if k != "batch_size"})
         # one run's peak at the first shape ranged over 1,116-1,307 MiB in five runs: what must fit is the highest
-        measured = max(peak_rss(*args) for _ in range(3)) - base
+        measured = max(peak_rss(*args) for _ in range(5)) - base  # 3 runs fell short of it twice
         estimate = sizing.built_costs(config, shape["batch_size"], "muon")["training_bytes"]
         assert 0.9 < estimate / measured < 1.1, (shape, estimate, measured)
 
